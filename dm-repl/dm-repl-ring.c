@@ -1,0 +1,1072 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-repl ring: the write log shared with the replication daemon.
+ *
+ * One ring per mapped device.  It outlives a table reload (the new table's
+ * target picks up the ring of the old one) and a daemon restart (the ring
+ * belongs to the device, not to the consumer).  Userspace reaches it through
+ * the misc device /dev/dm-repl: DM_REPL_IOC_ATTACH, mmap, poll, and the
+ * DM_REPL_IOC_KICK doorbell after it has stored release_seq / ack_seq.
+ *
+ * Locking: repl_rings_lock (mutex) protects the registry and the consumer
+ * attachment; ring->tmutex the list of targets using the ring; ring->lock
+ * (spinlock, taken from bio completion context, so irq-safe) everything
+ * else: producer state, held bios, the dirty bitmap and the counters.
+ * Never drop a ring reference while holding repl_rings_lock or tmutex.
+ *
+ * Everything userspace can write (the consumer line of the header, ioctl
+ * arguments, mmap offsets) is read once and checked before use.  The
+ * records and payloads are mapped read-only, so the kernel may trust them.
+ */
+#include <linux/module.h>
+#include <linux/miscdevice.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/poll.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+#include <linux/uaccess.h>
+#include <linux/log2.h>
+#include <linux/mutex.h>
+#include <linux/kref.h>
+#include <linux/jiffies.h>
+#include <linux/workqueue.h>
+
+#include "dm-repl-core.h"
+
+struct repl_ring {
+	struct kref kref;
+	struct list_head node;		/* repl_rings */
+	dev_t devt;
+	bool dead;			/* no target left: consumer sees HUP */
+	bool consumer;			/* a file is attached */
+
+	struct mutex tmutex;		/* protects targets, nr_targets */
+	struct list_head targets;	/* struct repl_c, ring_node */
+	unsigned int nr_targets;
+
+	/* the shared area: header page | records | data */
+	void *area;
+	size_t area_size;
+	struct dm_repl_ring_hdr *hdr;
+	struct dm_repl_rec *recs;
+	u8 *data;
+	u32 nr_recs;
+	u64 data_size;
+	u64 dev_sectors;
+	u32 region_shift;		/* bytes */
+
+	spinlock_t lock;		/* everything below */
+	u64 reserved;			/* next sequence number handed out */
+	u64 prod;			/* published: records below are complete */
+	u64 released;			/* consumer released records below */
+	u64 acked;			/* consumer acknowledged records below */
+	u64 data_head;			/* offset of the next payload */
+	u64 data_used;			/* bytes in use, incl. wrap padding */
+	u32 *slot_bytes;		/* data bytes charged to each slot */
+	unsigned long *slot_done;	/* payload copied, ready to publish */
+	u64 epoch;
+	u32 state;			/* DM_REPL_STATE_* */
+	u32 state_seq;
+	u64 space_gen;			/* bumped when space is released */
+	struct list_head held;		/* struct repl_bio, held for an ack */
+	unsigned int nr_held;
+	unsigned long *dirty;
+	u64 nr_regions;
+	u64 nr_dirty;
+	u64 bytes_logged;
+	u64 overflows;
+	u64 hold_timeouts;
+	u64 bad_updates;
+
+	wait_queue_head_t space_wq;	/* writers waiting for ring space */
+	wait_queue_head_t poll_wq;	/* the consumer */
+	struct delayed_work hold_work;	/* hold timeout */
+	struct work_struct event_work;	/* dm_table_event() */
+};
+
+static LIST_HEAD(repl_rings);
+static DEFINE_MUTEX(repl_rings_lock);
+static struct workqueue_struct *repl_wq;
+static struct workqueue_struct *repl_copy_wq;
+
+static inline u32 ring_slot(const struct repl_ring *ring, u64 seq)
+{
+	return seq & (ring->nr_recs - 1);
+}
+
+/* ring->lock held.  Mirror the kernel's view into the header (informational
+ * for userspace; the kernel never reads these fields back).
+ */
+static void ring_mirror_state(struct repl_ring *ring)
+{
+	struct dm_repl_ring_hdr *hdr = ring->hdr;
+
+	WRITE_ONCE(hdr->epoch, ring->epoch);
+	WRITE_ONCE(hdr->state, ring->state);
+	WRITE_ONCE(hdr->dirty_regions, ring->nr_dirty);
+	WRITE_ONCE(hdr->overflows, ring->overflows);
+	WRITE_ONCE(hdr->hold_timeouts, ring->hold_timeouts);
+	/*
+	 * The state fields above must be visible before the new state_seq,
+	 * which the consumer reads (acquire) to learn that something changed.
+	 */
+	smp_store_release(&hdr->state_seq, ring->state_seq);
+}
+
+/* ring->lock held: a state change the daemon and dmsetup should see. */
+static void ring_state_changed(struct repl_ring *ring)
+{
+	ring->state_seq++;
+	ring_mirror_state(ring);
+	queue_work(repl_wq, &ring->event_work);
+	wake_up_all(&ring->poll_wq);
+}
+
+static void ring_event_work(struct work_struct *work)
+{
+	struct repl_ring *ring = container_of(work, struct repl_ring, event_work);
+	struct repl_c *rc;
+
+	/* dm_table_event() takes a mutex: only ever call it from here. */
+	mutex_lock(&ring->tmutex);
+	list_for_each_entry(rc, &ring->targets, ring_node)
+		dm_table_event(rc->ti->table);
+	mutex_unlock(&ring->tmutex);
+}
+
+/* ring->lock held.  Mark the regions of an unlogged extent dirty. */
+static void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
+{
+	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
+	u64 first, last, r;
+	bool was_clean = !ring->nr_dirty;
+
+	if (!nr || sector >= ring->dev_sectors)
+		return;
+	if (nr > ring->dev_sectors - sector)
+		nr = ring->dev_sectors - sector;
+	first = sector >> shift;
+	last = (sector + nr - 1) >> shift;
+	for (r = first; r <= last; r++)
+		if (!__test_and_set_bit(r, ring->dirty))
+			ring->nr_dirty++;
+	if (was_clean && ring->nr_dirty) {
+		ring->state |= DM_REPL_STATE_DIRTY;
+		ring_state_changed(ring);
+	} else {
+		WRITE_ONCE(ring->hdr->dirty_regions, ring->nr_dirty);
+	}
+}
+
+/*
+ * ring->lock held.  Reserve a record slot and @len payload bytes.  The
+ * payload is contiguous; a payload that does not fit before the end of the
+ * data area starts at offset 0 and the tail is charged to its slot.
+ */
+static int ring_reserve(struct repl_ring *ring, u32 len, u64 *ret_seq,
+			u64 *ret_off)
+{
+	u64 need = ALIGN(len, REPL_PAYLOAD_ALIGN), pad = 0, off = 0;
+	u32 slot;
+
+	if (ring->reserved - ring->released >= ring->nr_recs)
+		return -ENOSPC;
+	if (need) {
+		off = ring->data_head;
+		if (need > ring->data_size - off) {
+			pad = ring->data_size - off;
+			off = 0;
+		}
+		if (ring->data_used + pad + need > ring->data_size)
+			return -ENOSPC;
+		ring->data_head = off + need;
+		if (ring->data_head == ring->data_size)
+			ring->data_head = 0;
+		ring->data_used += pad + need;
+	}
+	slot = ring_slot(ring, ring->reserved);
+	ring->slot_bytes[slot] = pad + need;
+	__clear_bit(slot, ring->slot_done);
+	*ret_seq = ring->reserved++;
+	*ret_off = off;
+	return 0;
+}
+
+/*
+ * ring->lock held.  The record @seq is complete: publish every complete
+ * record in sequence order, and wake the consumer if it had caught up.
+ */
+static void ring_commit(struct repl_ring *ring, u64 seq)
+{
+	struct dm_repl_ring_hdr *hdr = ring->hdr;
+	u64 old = ring->prod;
+
+	__set_bit(ring_slot(ring, seq), ring->slot_done);
+	while (ring->prod < ring->reserved &&
+	       test_bit(ring_slot(ring, ring->prod), ring->slot_done))
+		ring->prod++;
+	if (ring->prod == old)
+		return;
+	/*
+	 * Records and payloads below prod are complete: the store-release
+	 * pairs with the consumer's load-acquire of prod_seq.
+	 */
+	smp_store_release(&hdr->prod_seq, ring->prod);
+	/*
+	 * Order the prod_seq store before the read_seq load; pairs with the
+	 * full barrier between the consumer's read_seq store and its reload
+	 * of prod_seq (and with the smp_mb() in repl_poll()).
+	 */
+	smp_mb();
+	if (READ_ONCE(hdr->read_seq) == old)
+		wake_up(&ring->poll_wq);
+}
+
+/* ring->lock held: fill in a record's fields (not yet published). */
+static void ring_fill(struct repl_ring *ring, u64 seq, u16 op, u16 flags,
+		      sector_t sector, u32 nr_sectors, u64 off, u32 len)
+{
+	struct dm_repl_rec *rec = &ring->recs[ring_slot(ring, seq)];
+
+	rec->seq = seq;
+	rec->sector = sector;
+	rec->nr_sectors = nr_sectors;
+	rec->op = op;
+	rec->flags = flags;
+	rec->epoch = ring->epoch;
+	rec->data_offset = off;
+	rec->data_len = len;
+	rec->__pad0 = 0;
+	if (op == DM_REPL_OP_FLUSH)
+		ring->epoch++;
+	ring->bytes_logged += len;
+}
+
+/* ring->lock held: the ring stayed full too long, stop logging. */
+static void ring_enter_overflow(struct repl_ring *ring)
+{
+	if (ring->state & DM_REPL_STATE_OVERFLOW)
+		return;
+	ring->state |= DM_REPL_STATE_OVERFLOW;
+	if (ring->state & DM_REPL_STATE_SYNC)
+		ring->state |= DM_REPL_STATE_DEGRADED;
+	ring->overflows++;
+	DMWARN_LIMIT("%u:%u: ring full for too long: not logging writes, dirty bitmap takes over",
+		     MAJOR(ring->devt), MINOR(ring->devt));
+	ring_state_changed(ring);
+	wake_up_all(&ring->space_wq);
+}
+
+static void ring_copy_bio(u8 *dst, struct bio *bio, struct bvec_iter start)
+{
+	struct bvec_iter iter;
+	struct bio_vec bv;
+
+	__bio_for_each_segment(bv, bio, iter, start) {
+		memcpy_from_bvec(dst, &bv);
+		dst += bv.bv_len;
+	}
+}
+
+/*
+ * ring->lock held.  Does a bio whose local write is done have to wait for
+ * the acknowledgment of its record?  If so, hold it.
+ */
+static bool ring_hold_locked(struct repl_ring *ring, struct repl_bio *pb)
+{
+	if (READ_ONCE(*pb->mode) != REPL_MODE_SYNC ||
+	    (ring->state & DM_REPL_STATE_DEGRADED) || pb->seq < ring->acked)
+		return false;
+	list_add_tail(&pb->held, &ring->held);
+	pb->flags |= RB_HELD;
+	if (!ring->nr_held++)
+		mod_delayed_work(repl_wq, &ring->hold_work,
+				 time_after(pb->deadline, jiffies) ?
+				 pb->deadline - jiffies : 0);
+	return true;
+}
+
+/*
+ * Copy worker: the payload goes into the ring while the local write runs.
+ * The bio cannot complete before the copy is done (repl_ring_end_io()
+ * waits for RB_COPIED), so its pages stay valid.
+ */
+static void ring_copy_work(struct work_struct *work)
+{
+	struct repl_bio *pb = container_of(work, struct repl_bio, copy_work);
+	struct bio *bio = dm_bio_from_per_bio_data(pb, sizeof(*pb));
+	struct repl_ring *ring = pb->ring;
+	bool complete = false;
+
+	ring_copy_bio(ring->data + pb->data_off, bio, pb->iter);
+
+	spin_lock_irq(&ring->lock);
+	ring_commit(ring, pb->seq);
+	pb->flags |= RB_COPIED;
+	if (pb->flags & RB_LOCAL_DONE) {
+		/* A failed local write is never held. */
+		if (bio->bi_status || !ring_hold_locked(ring, pb)) {
+			pb->flags |= RB_RELEASED;
+			complete = true;
+		}
+	}
+	spin_unlock_irq(&ring->lock);
+	if (complete)
+		bio_endio(bio);
+}
+
+/*
+ * Log a bio: give it a sequence number, copy its payload, publish its
+ * record.  Waits up to @timeout_ms for ring space; then (or when the ring
+ * is already in overflow) marks the bio's regions dirty instead.  Large
+ * payloads are copied by a worker after this returns, while dm submits the
+ * local write.
+ */
+void repl_ring_log(struct repl_ring *ring, struct bio *bio,
+		   struct repl_bio *pb, u16 op, u16 flags,
+		   unsigned int timeout_ms)
+{
+	u32 len = op == DM_REPL_OP_WRITE ? bio->bi_iter.bi_size : 0;
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	u64 seq, off, gen;
+	long left;
+
+	spin_lock_irq(&ring->lock);
+	for (;;) {
+		if (ring->state & DM_REPL_STATE_OVERFLOW)
+			goto unlogged;
+		if (!ring_reserve(ring, len, &seq, &off))
+			break;
+		left = (long)(deadline - jiffies);
+		if (left <= 0) {
+			ring_enter_overflow(ring);
+			goto unlogged;
+		}
+		gen = ring->space_gen;
+		spin_unlock_irq(&ring->lock);
+		/* Back-pressure: the writer waits for the consumer. */
+		wait_event_timeout(ring->space_wq,
+				   READ_ONCE(ring->space_gen) != gen ||
+				   (READ_ONCE(ring->state) & DM_REPL_STATE_OVERFLOW),
+				   left);
+		spin_lock_irq(&ring->lock);
+	}
+	ring_fill(ring, seq, op, flags, pb->sector, pb->nr_sectors, off, len);
+	spin_unlock_irq(&ring->lock);
+
+	pb->seq = seq;
+	pb->ring = ring;
+	if (len >= REPL_COPY_OFFLOAD_BYTES) {
+		pb->flags |= RB_LOGGED;
+		pb->data_off = off;
+		pb->iter = bio->bi_iter;
+		INIT_WORK(&pb->copy_work, ring_copy_work);
+		queue_work(repl_copy_wq, &pb->copy_work);
+		return;
+	}
+	/* Copies of concurrent writers proceed in parallel. */
+	if (len)
+		ring_copy_bio(ring->data + off, bio, bio->bi_iter);
+	pb->flags |= RB_LOGGED | RB_COPIED;
+	spin_lock_irq(&ring->lock);
+	ring_commit(ring, seq);
+	spin_unlock_irq(&ring->lock);
+	return;
+
+unlogged:
+	if (op != DM_REPL_OP_FLUSH) {
+		ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
+		pb->flags |= RB_UNLOGGED;
+	}
+	spin_unlock_irq(&ring->lock);
+}
+
+static void ring_complete_list(struct list_head *list)
+{
+	struct repl_bio *pb, *tmp;
+
+	list_for_each_entry_safe(pb, tmp, list, held) {
+		list_del_init(&pb->held);
+		/* Re-enters repl_end_io(), which sees RB_RELEASED. */
+		bio_endio(dm_bio_from_per_bio_data(pb, sizeof(*pb)));
+	}
+}
+
+/* ring->lock held: move held bios (all, or those acked) to @out. */
+static void ring_take_held(struct repl_ring *ring, struct list_head *out,
+			   bool all, bool timed_out)
+{
+	struct repl_bio *pb, *tmp;
+
+	list_for_each_entry_safe(pb, tmp, &ring->held, held) {
+		if (!all && pb->seq >= ring->acked)
+			continue;
+		list_move_tail(&pb->held, out);
+		pb->flags |= RB_RELEASED;
+		ring->nr_held--;
+		if (timed_out) {
+			ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
+			ring->hold_timeouts++;
+		}
+	}
+}
+
+/*
+ * The local write of a logged bio completed (the target's .end_io).
+ * Returns DM_ENDIO_INCOMPLETE while its payload is still being copied, or
+ * while (sync mode) its record waits for its acknowledgment; the bio is
+ * then completed later with bio_endio(), and .end_io returns
+ * DM_ENDIO_DONE for it because it is marked RB_RELEASED.
+ */
+int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
+		     blk_status_t error)
+{
+	unsigned long flags;
+	int r = DM_ENDIO_DONE;
+
+	spin_lock_irqsave(&ring->lock, flags);
+	if (!(pb->flags & RB_COPIED)) {
+		pb->flags |= RB_LOCAL_DONE;
+		r = DM_ENDIO_INCOMPLETE;
+	} else if (!error && ring_hold_locked(ring, pb)) {
+		r = DM_ENDIO_INCOMPLETE;
+	}
+	spin_unlock_irqrestore(&ring->lock, flags);
+	return r;
+}
+
+static void ring_hold_work(struct work_struct *work)
+{
+	struct repl_ring *ring = container_of(to_delayed_work(work),
+					      struct repl_ring, hold_work);
+	unsigned long earliest = 0;
+	struct repl_bio *pb;
+	LIST_HEAD(done);
+	bool expired = false;
+
+	spin_lock_irq(&ring->lock);
+	list_for_each_entry(pb, &ring->held, held) {
+		if (!time_after(pb->deadline, jiffies)) {
+			expired = true;
+			break;
+		}
+		if (!earliest || time_before(pb->deadline, earliest))
+			earliest = pb->deadline;
+	}
+	if (expired) {
+		/*
+		 * The consumer did not acknowledge in time: complete every
+		 * held write, remember its regions, act async until the
+		 * consumer has caught up.
+		 */
+		ring_take_held(ring, &done, true, true);
+		if (!(ring->state & DM_REPL_STATE_DEGRADED)) {
+			ring->state |= DM_REPL_STATE_DEGRADED;
+			DMWARN_LIMIT("%u:%u: sync write not acknowledged in time: acting async",
+				     MAJOR(ring->devt), MINOR(ring->devt));
+		}
+		ring_state_changed(ring);
+	} else if (earliest) {
+		mod_delayed_work(repl_wq, &ring->hold_work,
+				 time_after(earliest, jiffies) ?
+				 earliest - jiffies : 0);
+	}
+	spin_unlock_irq(&ring->lock);
+	ring_complete_list(&done);
+}
+
+/*
+ * Change a target's mode.  Leaving sync mode completes every held write
+ * (nothing waits for an ack any more) and clears the degraded state.
+ */
+void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
+			enum repl_mode new_mode)
+{
+	LIST_HEAD(done);
+
+	spin_lock_irq(&ring->lock);
+	WRITE_ONCE(*mode, new_mode);
+	if (new_mode == REPL_MODE_SYNC) {
+		ring->state |= DM_REPL_STATE_SYNC;
+		/* Unlogged writes cannot be acknowledged. */
+		if (ring->state & DM_REPL_STATE_OVERFLOW)
+			ring->state |= DM_REPL_STATE_DEGRADED;
+	} else {
+		ring_take_held(ring, &done, true, false);
+		ring->state &= ~(DM_REPL_STATE_SYNC | DM_REPL_STATE_DEGRADED);
+	}
+	ring_state_changed(ring);
+	spin_unlock_irq(&ring->lock);
+	ring_complete_list(&done);
+}
+
+/*
+ * The doorbell: read the consumer's release_seq and ack_seq once, check
+ * them, free ring space, complete acknowledged writes.
+ */
+static int ring_kick(struct repl_ring *ring)
+{
+	struct dm_repl_ring_hdr *hdr = ring->hdr;
+	u64 rel, ack, s;
+	bool bad = false, freed = false;
+	LIST_HEAD(done);
+
+	spin_lock_irq(&ring->lock);
+	/*
+	 * Pairs with the consumer's store-release: its reads of the records
+	 * and payloads below release_seq are done before we reuse them.
+	 */
+	rel = smp_load_acquire(&hdr->release_seq);
+	/* Pairs with the consumer's store-release of ack_seq. */
+	ack = smp_load_acquire(&hdr->ack_seq);
+
+	if (rel < ring->released || rel > ring->prod) {
+		bad = true;
+	} else if (rel > ring->released) {
+		for (s = ring->released; s < rel; s++)
+			ring->data_used -= ring->slot_bytes[ring_slot(ring, s)];
+		ring->released = rel;
+		if (!ring->data_used)
+			ring->data_head = 0;
+		ring->space_gen++;
+		freed = true;
+	}
+
+	if (ack < ring->acked || ack > ring->prod) {
+		bad = true;
+	} else if (ack > ring->acked) {
+		ring->acked = ack;
+		ring_take_held(ring, &done, false, false);
+	}
+
+	if ((ring->state & DM_REPL_STATE_OVERFLOW) &&
+	    ring->released == ring->reserved) {
+		u64 seq, off;
+
+		/* Drained: log again, after a GAP record. */
+		ring->state &= ~DM_REPL_STATE_OVERFLOW;
+		if (!ring_reserve(ring, 0, &seq, &off)) {
+			ring_fill(ring, seq, DM_REPL_OP_GAP, 0, 0, 0, 0, 0);
+			ring_commit(ring, seq);
+		}
+		ring_state_changed(ring);
+	}
+	if ((ring->state & DM_REPL_STATE_DEGRADED) &&
+	    !(ring->state & DM_REPL_STATE_OVERFLOW) &&
+	    ring->prod - ring->acked <= REPL_CATCHUP_RECORDS) {
+		ring->state &= ~DM_REPL_STATE_DEGRADED;
+		ring_state_changed(ring);
+	}
+	if (bad)
+		ring->bad_updates++;
+	spin_unlock_irq(&ring->lock);
+
+	if (freed)
+		wake_up_all(&ring->space_wq);
+	ring_complete_list(&done);
+	if (bad) {
+		DMWARN_LIMIT("%u:%u: consumer wrote invalid release/ack (%llu/%llu)",
+			     MAJOR(ring->devt), MINOR(ring->devt), rel, ack);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st)
+{
+	spin_lock_irq(&ring->lock);
+	st->prod_seq = ring->prod;
+	st->released = ring->released;
+	st->acked = ring->acked;
+	st->data_used = ring->data_used;
+	st->data_size = ring->data_size;
+	st->recs_used = ring->reserved - ring->released;
+	st->nr_recs = ring->nr_recs;
+	st->state = ring->state;
+	st->bytes_logged = ring->bytes_logged;
+	st->dirty_regions = ring->nr_dirty;
+	st->region_bytes = 1ULL << ring->region_shift;
+	st->overflows = ring->overflows;
+	st->hold_timeouts = ring->hold_timeouts;
+	st->bad_updates = ring->bad_updates;
+	st->nr_held = ring->nr_held;
+	spin_unlock_irq(&ring->lock);
+	st->consumer = READ_ONCE(ring->consumer);
+}
+
+static void ring_free(struct repl_ring *ring)
+{
+	kvfree(ring->dirty);
+	bitmap_free(ring->slot_done);
+	kvfree(ring->slot_bytes);
+	vfree(ring->area);
+	kfree(ring);
+}
+
+static void ring_release(struct kref *kref)
+{
+	struct repl_ring *ring = container_of(kref, struct repl_ring, kref);
+
+	cancel_delayed_work_sync(&ring->hold_work);
+	cancel_work_sync(&ring->event_work);
+	ring_free(ring);
+}
+
+static void ring_put(struct repl_ring *ring)
+{
+	kref_put(&ring->kref, ring_release);
+}
+
+static struct repl_ring *ring_find(dev_t devt)
+{
+	struct repl_ring *ring;
+
+	lockdep_assert_held(&repl_rings_lock);
+	list_for_each_entry(ring, &repl_rings, node)
+		if (ring->devt == devt)
+			return ring;
+	return NULL;
+}
+
+static u32 ring_nr_recs(u64 data_size)
+{
+	u64 n = data_size >> 12;	/* one slot per 4 KiB of data */
+
+	n = clamp_t(u64, n, 1024, 1U << 20);
+	return roundup_pow_of_two(n);
+}
+
+static struct repl_ring *ring_alloc(dev_t devt,
+				    const struct repl_ring_geometry *geo)
+{
+	struct dm_repl_ring_hdr *hdr;
+	struct repl_ring *ring;
+	u64 rec_bytes;
+
+	ring = kzalloc(sizeof(*ring), GFP_KERNEL);
+	if (!ring)
+		return NULL;
+	kref_init(&ring->kref);
+	INIT_LIST_HEAD(&ring->node);
+	INIT_LIST_HEAD(&ring->targets);
+	INIT_LIST_HEAD(&ring->held);
+	mutex_init(&ring->tmutex);
+	spin_lock_init(&ring->lock);
+	init_waitqueue_head(&ring->space_wq);
+	init_waitqueue_head(&ring->poll_wq);
+	INIT_DELAYED_WORK(&ring->hold_work, ring_hold_work);
+	INIT_WORK(&ring->event_work, ring_event_work);
+	ring->devt = devt;
+	ring->nr_recs = ring_nr_recs(geo->data_size);
+	ring->data_size = geo->data_size;
+	ring->dev_sectors = geo->dev_sectors;
+	ring->region_shift = geo->region_shift;
+	ring->nr_regions = DIV_ROUND_UP_ULL(geo->dev_sectors,
+					    1ULL << (geo->region_shift - SECTOR_SHIFT));
+
+	rec_bytes = PAGE_ALIGN((u64)ring->nr_recs * sizeof(struct dm_repl_rec));
+	ring->area_size = PAGE_SIZE + rec_bytes + PAGE_ALIGN(ring->data_size);
+	ring->area = vmalloc_user(ring->area_size);
+	ring->slot_bytes = kvcalloc(ring->nr_recs, sizeof(u32), GFP_KERNEL);
+	ring->slot_done = bitmap_zalloc(ring->nr_recs, GFP_KERNEL);
+	ring->dirty = kvcalloc(BITS_TO_LONGS(ring->nr_regions),
+			       sizeof(unsigned long), GFP_KERNEL);
+	if (!ring->area || !ring->slot_bytes || !ring->slot_done || !ring->dirty) {
+		ring_free(ring);
+		return NULL;
+	}
+	hdr = ring->area;
+	ring->hdr = hdr;
+	ring->recs = ring->area + PAGE_SIZE;
+	ring->data = ring->area + PAGE_SIZE + rec_bytes;
+
+	hdr->magic = DM_REPL_MAGIC;
+	hdr->abi_version = DM_REPL_ABI_VERSION;
+	hdr->features = DM_REPL_FEATURES;
+	hdr->hdr_size = PAGE_SIZE;
+	hdr->rec_size = sizeof(struct dm_repl_rec);
+	hdr->nr_recs = ring->nr_recs;
+	hdr->region_shift = ring->region_shift;
+	hdr->rec_offset = PAGE_SIZE;
+	hdr->data_offset = PAGE_SIZE + rec_bytes;
+	hdr->data_size = ring->data_size;
+	hdr->dev_sectors = ring->dev_sectors;
+	return ring;
+}
+
+/*
+ * Find the ring of the mapped device @devt (a table reload keeps it) or
+ * create it, and register @rc as one of its targets.
+ */
+int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
+		  struct repl_c *rc, struct repl_ring **ret, char **error)
+{
+	struct repl_ring *ring;
+	int r = 0;
+
+	mutex_lock(&repl_rings_lock);
+	ring = ring_find(devt);
+	if (ring) {
+		if (ring->data_size != geo->data_size) {
+			*error = "ring_size_mb cannot change while the device exists";
+			r = -EINVAL;
+		} else if (ring->region_shift != geo->region_shift) {
+			*error = "region_kb cannot change while the device exists";
+			r = -EINVAL;
+		} else if (ring->dev_sectors != geo->dev_sectors) {
+			*error = "Device size cannot change while the device exists";
+			r = -EINVAL;
+		} else {
+			kref_get(&ring->kref);
+		}
+	} else {
+		ring = ring_alloc(devt, geo);
+		if (ring) {
+			list_add(&ring->node, &repl_rings);
+		} else {
+			*error = "Cannot allocate ring";
+			r = -ENOMEM;
+		}
+	}
+	if (!r) {
+		mutex_lock(&ring->tmutex);
+		list_add_tail(&rc->ring_node, &ring->targets);
+		ring->nr_targets++;
+		mutex_unlock(&ring->tmutex);
+		*ret = ring;
+	}
+	mutex_unlock(&repl_rings_lock);
+	return r;
+}
+
+/* A target stops using the ring (destructor). */
+void repl_ring_put(struct repl_ring *ring, struct repl_c *rc)
+{
+	LIST_HEAD(done);
+	bool last;
+
+	/* Suspend waited for every held bio; this is only a safety net. */
+	spin_lock_irq(&ring->lock);
+	ring_take_held(ring, &done, true, true);
+	spin_unlock_irq(&ring->lock);
+	ring_complete_list(&done);
+
+	mutex_lock(&repl_rings_lock);
+	mutex_lock(&ring->tmutex);
+	list_del_init(&rc->ring_node);
+	last = !--ring->nr_targets;
+	mutex_unlock(&ring->tmutex);
+	if (last) {
+		list_del_init(&ring->node);
+		WRITE_ONCE(ring->dead, true);
+	}
+	mutex_unlock(&repl_rings_lock);
+	if (last) {
+		/* The event work may still reference the target list. */
+		flush_work(&ring->event_work);
+		wake_up_all(&ring->poll_wq);
+		wake_up_all(&ring->space_wq);
+	}
+	ring_put(ring);
+}
+
+/* ---------------------------------------------------------------------
+ * /dev/dm-repl
+ */
+
+struct repl_file {
+	struct mutex lock;		/* protects ring */
+	struct repl_ring *ring;		/* set once by ATTACH */
+};
+
+static int repl_open(struct inode *inode, struct file *file)
+{
+	struct repl_file *rf;
+
+	rf = kzalloc(sizeof(*rf), GFP_KERNEL);
+	if (!rf)
+		return -ENOMEM;
+	mutex_init(&rf->lock);
+	file->private_data = rf;
+	return 0;
+}
+
+static int repl_release(struct inode *inode, struct file *file)
+{
+	struct repl_file *rf = file->private_data;
+	struct repl_ring *ring = rf->ring;
+
+	if (ring) {
+		mutex_lock(&repl_rings_lock);
+		WRITE_ONCE(ring->consumer, false);
+		mutex_unlock(&repl_rings_lock);
+		ring_put(ring);
+	}
+	kfree(rf);
+	return 0;
+}
+
+static struct repl_ring *repl_file_ring(struct file *file)
+{
+	struct repl_file *rf = file->private_data;
+	struct repl_ring *ring;
+
+	mutex_lock(&rf->lock);
+	ring = rf->ring;
+	mutex_unlock(&rf->lock);
+	return ring;
+}
+
+static int repl_attach(struct file *file, void __user *argp)
+{
+	struct repl_file *rf = file->private_data;
+	struct dm_repl_attach at;
+	struct dm_repl_ring_hdr *hdr;
+	struct repl_ring *ring;
+	int r = 0;
+
+	if (copy_from_user(&at, argp, sizeof(at)))
+		return -EFAULT;
+	if (at.flags || at.__pad)
+		return -EINVAL;
+	if (at.dev_major >= (1U << (32 - MINORBITS)) ||
+	    at.dev_minor > MINORMASK)
+		return -EINVAL;
+
+	mutex_lock(&rf->lock);
+	if (rf->ring) {
+		r = -EALREADY;
+		goto out_unlock_file;
+	}
+	mutex_lock(&repl_rings_lock);
+	ring = ring_find(MKDEV(at.dev_major, at.dev_minor));
+	if (!ring) {
+		r = -ENODEV;
+		goto out_unlock;
+	}
+	if (ring->consumer) {
+		r = -EBUSY;
+		goto out_unlock;
+	}
+	kref_get(&ring->kref);
+	WRITE_ONCE(ring->consumer, true);
+	rf->ring = ring;
+
+	/* A new consumer starts at the oldest record not released. */
+	hdr = ring->hdr;
+	spin_lock_irq(&ring->lock);
+	WRITE_ONCE(hdr->read_seq, ring->released);
+	WRITE_ONCE(hdr->release_seq, ring->released);
+	WRITE_ONCE(hdr->ack_seq, ring->acked);
+	WRITE_ONCE(hdr->state_seen, ring->state_seq - 1);
+	ring_mirror_state(ring);
+	spin_unlock_irq(&ring->lock);
+
+	at.map_size = ring->area_size;
+	at.hdr_size = PAGE_SIZE;
+out_unlock:
+	mutex_unlock(&repl_rings_lock);
+out_unlock_file:
+	mutex_unlock(&rf->lock);
+	if (!r && copy_to_user(argp, &at, sizeof(at)))
+		r = -EFAULT;	/* stays attached; close the fd to detach */
+	return r;
+}
+
+static int repl_get_dirty(struct repl_ring *ring, void __user *argp)
+{
+	struct dm_repl_dirty d;
+	u64 bytes, r;
+	u8 *buf;
+	int ret = 0;
+
+	if (copy_from_user(&d, argp, sizeof(d)))
+		return -EFAULT;
+	bytes = DIV_ROUND_UP_ULL(ring->nr_regions, 8);
+	if (d.bitmap) {
+		if (d.bitmap_bytes < bytes)
+			return -ENOSPC;
+		buf = kvzalloc(bytes, GFP_KERNEL);
+		if (!buf)
+			return -ENOMEM;
+		spin_lock_irq(&ring->lock);
+		for_each_set_bit(r, ring->dirty, ring->nr_regions)
+			buf[r >> 3] |= 1U << (r & 7);
+		d.dirty_regions = ring->nr_dirty;
+		spin_unlock_irq(&ring->lock);
+		if (copy_to_user(u64_to_user_ptr(d.bitmap), buf, bytes))
+			ret = -EFAULT;
+		kvfree(buf);
+		if (ret)
+			return ret;
+	} else {
+		spin_lock_irq(&ring->lock);
+		d.dirty_regions = ring->nr_dirty;
+		spin_unlock_irq(&ring->lock);
+	}
+	d.nr_regions = ring->nr_regions;
+	d.region_bytes = 1ULL << ring->region_shift;
+	if (copy_to_user(argp, &d, sizeof(d)))
+		return -EFAULT;
+	return 0;
+}
+
+static long repl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	void __user *argp = (void __user *)arg;
+	struct repl_ring *ring;
+
+	if (cmd == DM_REPL_IOC_ATTACH)
+		return repl_attach(file, argp);
+
+	ring = repl_file_ring(file);
+	if (!ring)
+		return -ENOTCONN;
+	switch (cmd) {
+	case DM_REPL_IOC_KICK:
+		return ring_kick(ring);
+	case DM_REPL_IOC_GET_DIRTY:
+		return repl_get_dirty(ring, argp);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static __poll_t repl_poll(struct file *file, poll_table *wait)
+{
+	struct repl_ring *ring = repl_file_ring(file);
+	struct dm_repl_ring_hdr *hdr;
+	__poll_t mask = 0;
+
+	if (!ring)
+		return EPOLLERR;
+	hdr = ring->hdr;
+	poll_wait(file, &ring->poll_wq, wait);
+	/*
+	 * Order the consumer's read_seq store (made before it called poll)
+	 * before our load of prod; pairs with smp_mb() in ring_commit().
+	 */
+	smp_mb();
+	if (READ_ONCE(ring->prod) > READ_ONCE(hdr->read_seq))
+		mask |= EPOLLIN | EPOLLRDNORM;
+	if (READ_ONCE(hdr->state_seq) != READ_ONCE(hdr->state_seen))
+		mask |= EPOLLPRI;
+	if (READ_ONCE(ring->dead))
+		mask |= EPOLLHUP;
+	return mask;
+}
+
+static void repl_vm_open(struct vm_area_struct *vma)
+{
+	struct repl_ring *ring = vma->vm_private_data;
+
+	kref_get(&ring->kref);
+}
+
+static void repl_vm_close(struct vm_area_struct *vma)
+{
+	ring_put(vma->vm_private_data);
+}
+
+static const struct vm_operations_struct repl_vm_ops = {
+	.open = repl_vm_open,
+	.close = repl_vm_close,
+};
+
+/*
+ * Offset 0, exactly the header page: read-write.  Anything else inside the
+ * area: read-only (records and payloads are the kernel's).
+ */
+static int repl_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct repl_ring *ring = repl_file_ring(file);
+	unsigned long len = vma->vm_end - vma->vm_start;
+	unsigned long off;
+	int r;
+
+	if (!ring)
+		return -ENOTCONN;
+	if (vma->vm_pgoff > (ring->area_size >> PAGE_SHIFT))
+		return -EINVAL;
+	off = vma->vm_pgoff << PAGE_SHIFT;
+	if (len > ring->area_size - off)
+		return -EINVAL;
+	if (off || len != PAGE_SIZE) {
+		if (vma->vm_flags & VM_WRITE)
+			return -EPERM;
+		vma->vm_flags &= ~VM_MAYWRITE;
+	}
+	vma->vm_flags |= VM_DONTCOPY;
+	r = remap_vmalloc_range(vma, ring->area, vma->vm_pgoff);
+	if (r)
+		return r;
+	vma->vm_private_data = ring;
+	vma->vm_ops = &repl_vm_ops;
+	kref_get(&ring->kref);
+	return 0;
+}
+
+static const struct file_operations repl_fops = {
+	.owner = THIS_MODULE,
+	.open = repl_open,
+	.release = repl_release,
+	.unlocked_ioctl = repl_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.poll = repl_poll,
+	.mmap = repl_mmap,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice repl_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = DM_REPL_MISC_NAME,
+	.fops = &repl_fops,
+	.mode = 0600,
+};
+
+int repl_ring_init(void)
+{
+	int r;
+
+	/* Pin the ABI layout. */
+	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 3 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, prod_seq) != DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, read_seq) != 2 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, release_seq) != 2 * DM_REPL_CACHELINE + 8);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, ack_seq) != 2 * DM_REPL_CACHELINE + 16);
+	BUILD_BUG_ON(sizeof(struct dm_repl_rec) != 64);
+	BUILD_BUG_ON(offsetof(struct dm_repl_rec, epoch) != 24);
+	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_offset) != 32);
+	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_len) != 40);
+	BUILD_BUG_ON(sizeof(struct dm_repl_attach) != 32);
+	BUILD_BUG_ON(sizeof(struct dm_repl_dirty) != 40);
+	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) > PAGE_SIZE);
+
+	repl_wq = alloc_workqueue("dm-repl", WQ_MEM_RECLAIM, 0);
+	if (!repl_wq)
+		return -ENOMEM;
+	/* Unbound: copies of one writer's bios spread over the CPUs. */
+	repl_copy_wq = alloc_workqueue("dm-repl-copy",
+				       WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!repl_copy_wq) {
+		r = -ENOMEM;
+		goto out_wq;
+	}
+	r = misc_register(&repl_misc);
+	if (r)
+		goto out_copy_wq;
+	return 0;
+out_copy_wq:
+	destroy_workqueue(repl_copy_wq);
+out_wq:
+	destroy_workqueue(repl_wq);
+	return r;
+}
+
+void repl_ring_exit(void)
+{
+	misc_deregister(&repl_misc);
+	destroy_workqueue(repl_copy_wq);
+	destroy_workqueue(repl_wq);
+}

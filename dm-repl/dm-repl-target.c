@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-repl: device-mapper target "repl".
+ *
+ * Reads pass through to the data device.  Every write (and every flush,
+ * discard and write-zeroes) is logged into a ring shared with the
+ * replication daemon (dm-repl-ring.c) and then written locally.  In async
+ * mode a write completes when its local write completes; in sync mode only
+ * once the daemon has also acknowledged its record.  The local write and
+ * the shipping overlap: the record is published before the bio is
+ * submitted.
+ */
+#include <linux/module.h>
+#include <linux/init.h>
+#include <linux/bio.h>
+#include <linux/blkdev.h>
+#include <linux/log2.h>
+#include <linux/slab.h>
+
+#include "dm-repl-core.h"
+
+#define REPL_DEFAULT_RING_MB		64U
+#define REPL_MIN_RING_MB		4U
+#define REPL_MAX_RING_MB		4096U
+#define REPL_DEFAULT_HOLD_MS		5000U
+#define REPL_MAX_HOLD_MS		60000U
+#define REPL_DEFAULT_REGION_KB		64U
+#define REPL_MIN_REGION_KB		4U
+#define REPL_MAX_REGION_KB		BIT(20)
+
+static const char *repl_mode_name(enum repl_mode mode)
+{
+	return mode == REPL_MODE_SYNC ? "sync" : "async";
+}
+
+static int repl_parse_mode(const char *arg, enum repl_mode *mode)
+{
+	if (!arg)
+		return -EINVAL;
+	if (!strcmp(arg, "sync"))
+		*mode = REPL_MODE_SYNC;
+	else if (!strcmp(arg, "async"))
+		*mode = REPL_MODE_ASYNC;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
+			       struct dm_target *ti)
+{
+	static const struct dm_arg _args[] = {
+		{0, 6, "Invalid number of feature args"},
+		{REPL_MIN_RING_MB, REPL_MAX_RING_MB,
+		 "Invalid ring_size_mb (4..4096)"},
+		{1, REPL_MAX_HOLD_MS, "Invalid hold_timeout_ms (1..60000)"},
+		{REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
+		 "Invalid region_kb (power of 2, 4..1048576)"},
+	};
+	bool seen_ring = false, seen_hold = false, seen_region = false;
+	unsigned int argc;
+	const char *name;
+	int r;
+
+	if (!as->argc)
+		return 0;
+	r = dm_read_arg_group(_args, as, &argc, &ti->error);
+	if (r)
+		return r;
+
+	while (argc) {
+		name = dm_shift_arg(as);
+		argc--;
+		if (!argc) {
+			ti->error = "Feature requires a value";
+			return -EINVAL;
+		}
+		argc--;
+		if (!strcasecmp(name, "ring_size_mb")) {
+			if (seen_ring) {
+				ti->error = "Feature ring_size_mb duplicated";
+				return -EINVAL;
+			}
+			seen_ring = true;
+			r = dm_read_arg(_args + 1, as, &rc->ring_size_mb,
+					&ti->error);
+		} else if (!strcasecmp(name, "hold_timeout_ms")) {
+			if (seen_hold) {
+				ti->error = "Feature hold_timeout_ms duplicated";
+				return -EINVAL;
+			}
+			seen_hold = true;
+			r = dm_read_arg(_args + 2, as, &rc->hold_timeout_ms,
+					&ti->error);
+		} else if (!strcasecmp(name, "region_kb")) {
+			if (seen_region) {
+				ti->error = "Feature region_kb duplicated";
+				return -EINVAL;
+			}
+			seen_region = true;
+			r = dm_read_arg(_args + 3, as, &rc->region_kb,
+					&ti->error);
+			if (!r && !is_power_of_2(rc->region_kb)) {
+				ti->error = _args[3].error;
+				r = -EINVAL;
+			}
+		} else {
+			ti->error = "Unrecognised feature requested";
+			return -EINVAL;
+		}
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void repl_free(struct dm_target *ti, struct repl_c *rc)
+{
+	if (rc->ring)
+		repl_ring_put(rc->ring, rc);
+	if (rc->dev)
+		dm_put_device(ti, rc->dev);
+	kfree(rc);
+}
+
+/*
+ * Construct a replicated mapping:
+ *
+ *   repl <data_dev> <meta_dev|-> <mode> [<#feature_args> [<arg>]*]
+ *
+ * data_dev:       the device holding the data, mapped from its sector 0
+ * meta_dev:       metadata device for the persistent bitmap; this version
+ *                 accepts only "-" (no metadata device)
+ * mode:           "sync" (a write completes once its record is also
+ *                 acknowledged by the daemon) or "async"
+ * #feature_args:  number of feature argument words that follow
+ * features:
+ *   ring_size_mb <4..4096>        data area of the ring (default 64)
+ *   hold_timeout_ms <1..60000>    how long a sync write waits for its ack,
+ *                                 and a writer for ring space (default 5000)
+ *   region_kb <4..1048576>        dirty-bitmap region, a power of 2
+ *                                 (default 64)
+ *
+ * Example: 0 2097152 repl /dev/vg/data - sync 4 ring_size_mb 128 hold_timeout_ms 2000
+ */
+static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
+{
+	struct dm_arg_set as = { .argc = argc, .argv = argv };
+	struct repl_ring_geometry geo;
+	struct repl_c *rc;
+	const char *arg;
+	int r;
+
+	if (argc < 3) {
+		ti->error = "Need <data_dev> <meta_dev|-> <sync|async> [<#features> <arg>...]";
+		return -EINVAL;
+	}
+	rc = kzalloc(sizeof(*rc), GFP_KERNEL);
+	if (!rc) {
+		ti->error = "Cannot allocate context";
+		return -ENOMEM;
+	}
+	rc->ti = ti;
+	rc->ring_size_mb = REPL_DEFAULT_RING_MB;
+	rc->hold_timeout_ms = REPL_DEFAULT_HOLD_MS;
+	rc->region_kb = REPL_DEFAULT_REGION_KB;
+	INIT_LIST_HEAD(&rc->ring_node);
+
+	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
+			  &rc->dev);
+	if (r) {
+		ti->error = "Data device lookup failed";
+		goto bad;
+	}
+	arg = dm_shift_arg(&as);
+	if (strcmp(arg, "-")) {
+		ti->error = "Metadata device not supported by this version (use -)";
+		r = -EINVAL;
+		goto bad;
+	}
+	r = repl_parse_mode(dm_shift_arg(&as), &rc->mode);
+	if (r) {
+		ti->error = "Invalid mode (sync or async)";
+		goto bad;
+	}
+	r = repl_parse_features(&as, rc, ti);
+	if (r)
+		goto bad;
+	if (as.argc) {
+		ti->error = "Too many arguments";
+		r = -EINVAL;
+		goto bad;
+	}
+
+	geo.data_size = (u64)rc->ring_size_mb << 20;
+	geo.dev_sectors = ti->len;
+	geo.region_shift = ilog2(rc->region_kb) + 10;
+	r = repl_ring_get(disk_devt(dm_disk(dm_table_get_md(ti->table))),
+			  &geo, rc, &rc->ring, &ti->error);
+	if (r)
+		goto bad;
+
+	r = dm_set_target_max_io_len(ti, REPL_MAX_IO_SECTORS);
+	if (r) {
+		ti->error = "Cannot set max_io_len";
+		goto bad;
+	}
+	ti->num_flush_bios = 1;
+	ti->num_discard_bios = 1;
+	ti->num_write_zeroes_bios = 1;
+	ti->per_io_data_size = sizeof(struct repl_bio);
+	/* The payload copied into the ring must be what reaches the disk. */
+	ti->needs_stable_writes = true;
+	ti->private = rc;
+	return 0;
+bad:
+	repl_free(ti, rc);
+	return r;
+}
+
+static void repl_dtr(struct dm_target *ti)
+{
+	repl_free(ti, ti->private);
+}
+
+static int repl_map(struct dm_target *ti, struct bio *bio)
+{
+	struct repl_c *rc = ti->private;
+	struct repl_bio *pb = dm_per_bio_data(bio, sizeof(*pb));
+	u16 op, flags = 0;
+
+	pb->flags = 0;
+	pb->mode = &rc->mode;
+	INIT_LIST_HEAD(&pb->held);
+	bio_set_dev(bio, rc->dev->bdev);
+	if (bio_sectors(bio))
+		bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
+	if (!op_is_write(bio_op(bio)))
+		return DM_MAPIO_REMAPPED;
+
+	switch (bio_op(bio)) {
+	case REQ_OP_WRITE:
+		if (bio_sectors(bio))
+			op = DM_REPL_OP_WRITE;
+		else if (bio->bi_opf & REQ_PREFLUSH)
+			op = DM_REPL_OP_FLUSH;
+		else
+			return DM_MAPIO_REMAPPED;
+		if (bio->bi_opf & REQ_FUA)
+			flags |= DM_REPL_F_FUA;
+		break;
+	case REQ_OP_DISCARD:
+		op = DM_REPL_OP_DISCARD;
+		break;
+	case REQ_OP_WRITE_ZEROES:
+		op = DM_REPL_OP_WRITE_ZEROES;
+		break;
+	default:
+		/* Nothing else is enabled on this target (secure erase, zones). */
+		return DM_MAPIO_KILL;
+	}
+	if (READ_ONCE(rc->mode) == REPL_MODE_SYNC)
+		flags |= DM_REPL_F_SYNC;
+
+	pb->sector = bio_sectors(bio) ? bio->bi_iter.bi_sector : 0;
+	pb->nr_sectors = bio_sectors(bio);
+	pb->deadline = jiffies + msecs_to_jiffies(READ_ONCE(rc->hold_timeout_ms));
+	repl_ring_log(rc->ring, bio, pb, op, flags,
+		      READ_ONCE(rc->hold_timeout_ms));
+	return DM_MAPIO_REMAPPED;
+}
+
+static int repl_end_io(struct dm_target *ti, struct bio *bio,
+		       blk_status_t *error)
+{
+	struct repl_c *rc = ti->private;
+	struct repl_bio *pb = dm_per_bio_data(bio, sizeof(*pb));
+
+	/* A released bio comes back here from bio_endio(): let it go. */
+	if (!(pb->flags & RB_LOGGED) || (pb->flags & RB_RELEASED))
+		return DM_ENDIO_DONE;
+	return repl_ring_end_io(rc->ring, pb, *error);
+}
+
+static const char *repl_state_name(u32 state)
+{
+	if (state & DM_REPL_STATE_OVERFLOW)
+		return "overflow";
+	if (state & DM_REPL_STATE_DEGRADED)
+		return "degraded";
+	return "ok";
+}
+
+/*
+ * Status (INFO), one line, fields in this order:
+ *   <mode> <state> <head_seq> <tail_seq> <acked_seq>
+ *   <ring_used_bytes>/<ring_bytes> <records_used>/<records>
+ *   <bytes_logged> <out_of_sync_bytes> <consumer> <held>
+ *   <overflows> <hold_timeouts>
+ * state: ok | degraded (sync write not acknowledged in time; acting async
+ * until caught up) | overflow (ring full: writes go to the dirty bitmap).
+ */
+static void repl_status(struct dm_target *ti, status_type_t type,
+			unsigned int status_flags, char *result,
+			unsigned int maxlen)
+{
+	struct repl_c *rc = ti->private;
+	struct repl_ring_stats st;
+	unsigned int sz = 0;
+	u64 oos;
+
+	switch (type) {
+	case STATUSTYPE_INFO:
+		repl_ring_stats(rc->ring, &st);
+		oos = min_t(u64, st.dirty_regions * st.region_bytes,
+			    (u64)ti->len << SECTOR_SHIFT);
+		DMEMIT("%s %s %llu %llu %llu %llu/%llu %llu/%u %llu %llu %u %u %llu %llu",
+		       repl_mode_name(READ_ONCE(rc->mode)),
+		       repl_state_name(st.state),
+		       st.prod_seq, st.released, st.acked,
+		       st.data_used, st.data_size, st.recs_used, st.nr_recs,
+		       st.bytes_logged, oos, st.consumer ? 1 : 0, st.nr_held,
+		       st.overflows, st.hold_timeouts);
+		break;
+	case STATUSTYPE_TABLE:
+		DMEMIT("%s - %s 6 ring_size_mb %u hold_timeout_ms %u region_kb %u",
+		       rc->dev->name, repl_mode_name(READ_ONCE(rc->mode)),
+		       rc->ring_size_mb, READ_ONCE(rc->hold_timeout_ms),
+		       rc->region_kb);
+		break;
+	case STATUSTYPE_IMA:
+		DMEMIT_TARGET_NAME_VERSION(ti->type);
+		DMEMIT(",data_device_name=%s,mode=%s,ring_size_mb=%u;",
+		       rc->dev->name, repl_mode_name(READ_ONCE(rc->mode)),
+		       rc->ring_size_mb);
+		break;
+	}
+}
+
+/*
+ * Messages:
+ *   mode sync|async          switch live; leaving sync completes held writes
+ *   hold_timeout_ms <N>      change the hold timeout (1..60000)
+ */
+static int repl_message(struct dm_target *ti, unsigned int argc, char **argv,
+			char *result, unsigned int maxlen)
+{
+	struct repl_c *rc = ti->private;
+	enum repl_mode mode;
+	unsigned int ms;
+	char dummy;
+
+	if (argc == 2 && !strcasecmp(argv[0], "mode")) {
+		if (repl_parse_mode(argv[1], &mode)) {
+			DMWARN("invalid mode \"%s\" (sync or async)", argv[1]);
+			return -EINVAL;
+		}
+		repl_ring_set_mode(rc->ring, &rc->mode, mode);
+		return 0;
+	}
+	if (argc == 2 && !strcasecmp(argv[0], "hold_timeout_ms")) {
+		if (sscanf(argv[1], "%u%c", &ms, &dummy) != 1 || !ms ||
+		    ms > REPL_MAX_HOLD_MS) {
+			DMWARN("invalid hold_timeout_ms \"%s\" (1..60000)", argv[1]);
+			return -EINVAL;
+		}
+		WRITE_ONCE(rc->hold_timeout_ms, ms);
+		return 0;
+	}
+	DMWARN("unrecognised message \"%s\"", argc ? argv[0] : "");
+	return -EINVAL;
+}
+
+static void repl_resume(struct dm_target *ti)
+{
+	struct repl_c *rc = ti->private;
+
+	/* The live table's mode is the ring's mode. */
+	repl_ring_set_mode(rc->ring, &rc->mode, READ_ONCE(rc->mode));
+}
+
+static int repl_iterate_devices(struct dm_target *ti,
+				iterate_devices_callout_fn fn, void *data)
+{
+	struct repl_c *rc = ti->private;
+
+	return fn(ti, rc->dev, 0, ti->len, data);
+}
+
+static struct target_type repl_target = {
+	.name = "repl",
+	.version = {1, 0, 0},
+	.features = DM_TARGET_SINGLETON,
+	.module = THIS_MODULE,
+	.ctr = repl_ctr,
+	.dtr = repl_dtr,
+	.map = repl_map,
+	.end_io = repl_end_io,
+	.status = repl_status,
+	.message = repl_message,
+	.resume = repl_resume,
+	.iterate_devices = repl_iterate_devices,
+};
+
+static int __init dm_repl_init(void)
+{
+	int r;
+
+	r = repl_ring_init();
+	if (r)
+		return r;
+	r = dm_register_target(&repl_target);
+	if (r < 0) {
+		DMERR("register failed %d", r);
+		repl_ring_exit();
+	}
+	return r;
+}
+
+static void __exit dm_repl_exit(void)
+{
+	dm_unregister_target(&repl_target);
+	repl_ring_exit();
+}
+
+module_init(dm_repl_init);
+module_exit(dm_repl_exit);
+
+MODULE_DESCRIPTION(DM_NAME " target logging writes for block-level replication");
+MODULE_AUTHOR("dm-repl developers");
+MODULE_LICENSE("GPL");

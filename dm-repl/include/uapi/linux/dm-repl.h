@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * dm-repl: the ring shared between the device-mapper target "repl" and the
+ * replication daemon (repld).  This header is the only definition of that
+ * ABI; the module, the daemon and the tests all include it.
+ *
+ * Overview
+ * --------
+ * Every write that enters a "repl" target is given a sequence number and
+ * logged as a fixed-size record (struct dm_repl_rec) in a record array; its
+ * payload is copied into a data area.  Userspace opens the misc device
+ * /dev/dm-repl, attaches to one repl device with DM_REPL_IOC_ATTACH and maps
+ * three regions of the same file:
+ *
+ *   offset 0            hdr_size bytes   struct dm_repl_ring_hdr   RW
+ *   offset rec_offset   nr_recs records  struct dm_repl_rec[]      RO
+ *   offset data_offset  data_size bytes  payloads                  RO
+ *
+ * (rec_offset..map_size may be mapped in one read-only mmap.)  All offsets
+ * are byte offsets from the start of the mapping; there are no pointers.
+ *
+ * Sequence numbers are 64 bit and never wrap in practice.  The record with
+ * sequence s lives in slot (s & (nr_recs - 1)).  Three consumer indices are
+ * written by userspace, one producer index by the kernel:
+ *
+ *   release_seq <= read_seq <= prod_seq,   ack_seq <= prod_seq
+ *
+ *   prod_seq     records [release_seq, prod_seq) are valid.  The kernel
+ *                stores it with release semantics after the record and its
+ *                payload are complete; load it with acquire semantics.
+ *   read_seq     records below it have been looked at by the consumer.  Only
+ *                used to decide whether the kernel must wake the consumer:
+ *                it wakes poll()ers when it publishes a record and read_seq
+ *                equals the previous prod_seq (the consumer had caught up).
+ *   release_seq  records below it (and their payload bytes) may be reused.
+ *   ack_seq      records below it are acknowledged by every peer that needs
+ *                an acknowledgement; in sync mode the target completes a
+ *                write to the upper layer only when its record is below
+ *                ack_seq (and its local write has completed).
+ *
+ * Userspace stores release_seq/ack_seq with release semantics and then rings
+ * the doorbell (DM_REPL_IOC_KICK); the kernel reads them once, and ignores
+ * and reports (-EINVAL) a value that goes backwards or beyond prod_seq.
+ * Userspace must treat every field the kernel writes as the kernel's.
+ *
+ * Flush and epochs: an empty REQ_PREFLUSH becomes a DM_REPL_OP_FLUSH record
+ * that closes epoch e (its epoch field is e); later records carry e + 1.
+ *
+ * Overflow: when the ring stays full longer than the target's
+ * hold_timeout_ms, the target stops logging, marks the regions of unlogged
+ * writes in a dirty bitmap (DM_REPL_IOC_GET_DIRTY) and sets
+ * DM_REPL_STATE_OVERFLOW.  When the consumer has released every record, the
+ * target logs a DM_REPL_OP_GAP record and resumes logging: records after a
+ * GAP do not include the writes the dirty bitmap stands for.
+ */
+#ifndef _UAPI_LINUX_DM_REPL_H
+#define _UAPI_LINUX_DM_REPL_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define DM_REPL_MAGIC		0x4c504552U	/* "REPL" in little endian */
+#define DM_REPL_ABI_VERSION	1U
+#define DM_REPL_MISC_NAME	"dm-repl"	/* /dev/dm-repl */
+
+/* hdr.features: what this kernel implements */
+#define DM_REPL_FEAT_RO_DATA	(1ULL << 0) /* records and payload map read-only */
+#define DM_REPL_FEAT_ACK	(1ULL << 1) /* ack_seq gates sync completions */
+#define DM_REPL_FEAT_GAP	(1ULL << 2) /* GAP record after an overflow */
+#define DM_REPL_FEAT_DIRTY	(1ULL << 3) /* DM_REPL_IOC_GET_DIRTY */
+#define DM_REPL_FEATURES	(DM_REPL_FEAT_RO_DATA | DM_REPL_FEAT_ACK | \
+				 DM_REPL_FEAT_GAP | DM_REPL_FEAT_DIRTY)
+
+/* hdr.state bits (kernel-written; a copy of what dmsetup status shows) */
+#define DM_REPL_STATE_SYNC	(1U << 0) /* target mode is sync */
+#define DM_REPL_STATE_DEGRADED	(1U << 1) /* sync hold timed out: acting async */
+#define DM_REPL_STATE_OVERFLOW	(1U << 2) /* ring full: writes go to the bitmap */
+#define DM_REPL_STATE_DIRTY	(1U << 3) /* dirty bitmap has regions set */
+
+#define DM_REPL_CACHELINE	64
+
+struct dm_repl_ring_hdr {
+	/* line 0: identity and geometry, written once by the kernel */
+	__u32 magic;		/* DM_REPL_MAGIC */
+	__u32 abi_version;	/* DM_REPL_ABI_VERSION */
+	__u64 features;		/* DM_REPL_FEAT_* */
+	__u32 hdr_size;		/* bytes at offset 0, mapped read-write */
+	__u32 rec_size;		/* sizeof(struct dm_repl_rec) */
+	__u32 nr_recs;		/* record slots, a power of two */
+	__u32 region_shift;	/* log2(bytes per dirty-bitmap region) */
+	__u64 rec_offset;	/* offset of the record array */
+	__u64 data_offset;	/* offset of the data area */
+	__u64 data_size;	/* bytes in the data area */
+	__u64 dev_sectors;	/* size of the repl device, 512-byte sectors */
+
+	/* line 1: producer, written by the kernel only */
+	__u64 prod_seq;		/* store-release; see above */
+	__u64 epoch;		/* current (open) epoch */
+	__u32 state;		/* DM_REPL_STATE_* */
+	__u32 state_seq;	/* bumped on every state change (EPOLLPRI) */
+	__u64 dirty_regions;	/* number of bits set in the dirty bitmap */
+	__u64 overflows;	/* times the ring overflowed */
+	__u64 hold_timeouts;	/* sync writes released without an ack */
+	__u64 __kpad[2];
+
+	/* line 2: consumer, written by userspace only */
+	__u64 read_seq;
+	__u64 release_seq;
+	__u64 ack_seq;
+	__u32 state_seen;	/* last state_seq the consumer handled */
+	__u32 __upad0;
+	__u64 __upad[4];
+};
+
+/* Record operations */
+#define DM_REPL_OP_WRITE	1	/* payload: data_len bytes at data_offset */
+#define DM_REPL_OP_FLUSH	2	/* closes epoch rec.epoch; no extent */
+#define DM_REPL_OP_DISCARD	3	/* extent, no payload */
+#define DM_REPL_OP_WRITE_ZEROES	4	/* extent, no payload */
+#define DM_REPL_OP_GAP		5	/* writes were not logged: see bitmap */
+
+/* Record flags */
+#define DM_REPL_F_FUA		(1U << 0) /* durable before acknowledged */
+#define DM_REPL_F_SYNC		(1U << 1) /* target held the bio for an ack */
+
+struct dm_repl_rec {
+	__u64 seq;
+	__u64 sector;		/* first 512-byte sector on the device */
+	__u32 nr_sectors;	/* extent length in sectors (0 for FLUSH/GAP) */
+	__u16 op;		/* DM_REPL_OP_* */
+	__u16 flags;		/* DM_REPL_F_* */
+	__u64 epoch;
+	__u64 data_offset;	/* offset of the payload inside the data area */
+	__u32 data_len;		/* payload bytes (WRITE only, else 0) */
+	__u32 __pad0;
+	__u64 __pad1[2];
+};
+
+/* DM_REPL_IOC_ATTACH: become the one consumer of a repl device's ring. */
+struct dm_repl_attach {
+	__u32 dev_major;	/* in: the repl device (st_rdev of /dev/dm-N) */
+	__u32 dev_minor;
+	__u32 flags;		/* in: must be 0 */
+	__u32 __pad;
+	__u64 map_size;		/* out: bytes of the whole mapping */
+	__u64 hdr_size;		/* out: bytes of the read-write header */
+};
+
+/* DM_REPL_IOC_GET_DIRTY: copy out the dirty bitmap (little-endian bit order,
+ * bit i of byte j is region j*8+i).
+ */
+struct dm_repl_dirty {
+	__u64 bitmap;		/* in: user address of the buffer, or 0 */
+	__u64 bitmap_bytes;	/* in: buffer size */
+	__u64 nr_regions;	/* out */
+	__u64 region_bytes;	/* out */
+	__u64 dirty_regions;	/* out: bits set */
+};
+
+#define DM_REPL_IOC_MAGIC	0xDE
+#define DM_REPL_IOC_ATTACH	_IOWR(DM_REPL_IOC_MAGIC, 0x00, struct dm_repl_attach)
+#define DM_REPL_IOC_KICK	_IO(DM_REPL_IOC_MAGIC, 0x01)
+#define DM_REPL_IOC_GET_DIRTY	_IOWR(DM_REPL_IOC_MAGIC, 0x02, struct dm_repl_dirty)
+
+#endif /* _UAPI_LINUX_DM_REPL_H */
