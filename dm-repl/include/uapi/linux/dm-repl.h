@@ -16,8 +16,10 @@
  *   offset rec_offset   nr_recs records  struct dm_repl_rec[]      RO
  *   offset data_offset  data_size bytes  payloads                  RO
  *
- * (rec_offset..map_size may be mapped in one read-only mmap.)  All offsets
- * are byte offsets from the start of the mapping; there are no pointers.
+ * A writable mapping must be exactly [0, hdr_size); any other range of
+ * [0, map_size) may be mapped read-only (rec_offset..map_size in one mmap
+ * is the usual way).  All offsets are byte offsets from the start of the
+ * mapping; there are no pointers.
  *
  * Sequence numbers are 64 bit and never wrap in practice.  The record with
  * sequence s lives in slot (s & (nr_recs - 1)).  Three consumer indices are
@@ -43,8 +45,25 @@
  * and reports (-EINVAL) a value that goes backwards or beyond prod_seq.
  * Userspace must treat every field the kernel writes as the kernel's.
  *
+ * Sequence numbers start at 0 when the device is created.  A consumer that
+ * attaches finds read_seq = release_seq = the oldest record not released,
+ * ack_seq = the kernel's acknowledged index, and state_seen = state_seq - 1
+ * (so EPOLLPRI fires at once and it reads the state).  release_seq above
+ * read_seq is allowed (read_seq only steers wake-ups).
+ *
+ * poll(): EPOLLIN when prod_seq > read_seq, EPOLLPRI when state_seq !=
+ * state_seen, EPOLLHUP when the device is gone (the ring stays mapped and
+ * readable), EPOLLERR before ATTACH.
+ *
+ * Payloads: a WRITE's payload is contiguous in the data area (it never
+ * wraps), starts at a multiple of 512 bytes, and data_len == nr_sectors *
+ * 512.  Other records have data_len == 0.  A write larger than 1 MiB is
+ * split into several records.
+ *
  * Flush and epochs: an empty REQ_PREFLUSH becomes a DM_REPL_OP_FLUSH record
  * that closes epoch e (its epoch field is e); later records carry e + 1.
+ * hdr.epoch is the current (open) epoch.  A flush that arrives while the
+ * ring is in overflow is not logged and does not advance the epoch.
  *
  * Overflow: when the ring stays full longer than the target's
  * hold_timeout_ms, the target stops logging, marks the regions of unlogged
@@ -101,7 +120,8 @@ struct dm_repl_ring_hdr {
 	__u64 dirty_regions;	/* number of bits set in the dirty bitmap */
 	__u64 overflows;	/* times the ring overflowed */
 	__u64 hold_timeouts;	/* sync writes released without an ack */
-	__u64 __kpad[2];
+	__u64 released_seq;	/* release_seq as last accepted by the kernel */
+	__u64 acked_seq;	/* ack_seq as last accepted by the kernel */
 
 	/* line 2: consumer, written by userspace only */
 	__u64 read_seq;
@@ -141,13 +161,14 @@ struct dm_repl_attach {
 	__u32 dev_major;	/* in: the repl device (st_rdev of /dev/dm-N) */
 	__u32 dev_minor;
 	__u32 flags;		/* in: must be 0 */
-	__u32 __pad;
+	__u32 __pad;		/* in: must be 0 */
 	__u64 map_size;		/* out: bytes of the whole mapping */
 	__u64 hdr_size;		/* out: bytes of the read-write header */
 };
 
 /* DM_REPL_IOC_GET_DIRTY: copy out the dirty bitmap (little-endian bit order,
- * bit i of byte j is region j*8+i).
+ * bit i of byte j is region j*8+i).  bitmap == 0 asks for the counts only;
+ * a buffer smaller than (nr_regions + 7) / 8 bytes fails with ENOSPC.
  */
 struct dm_repl_dirty {
 	__u64 bitmap;		/* in: user address of the buffer, or 0 */
