@@ -107,6 +107,8 @@ static void ring_mirror_state(struct repl_ring *ring)
 	WRITE_ONCE(hdr->dirty_regions, ring->nr_dirty);
 	WRITE_ONCE(hdr->overflows, ring->overflows);
 	WRITE_ONCE(hdr->hold_timeouts, ring->hold_timeouts);
+	WRITE_ONCE(hdr->released_seq, ring->released);
+	WRITE_ONCE(hdr->acked_seq, ring->acked);
 	/*
 	 * The state fields above must be visible before the new state_seq,
 	 * which the consumer reads (acquire) to learn that something changed.
@@ -238,8 +240,10 @@ static void ring_fill(struct repl_ring *ring, u64 seq, u16 op, u16 flags,
 	rec->data_offset = off;
 	rec->data_len = len;
 	rec->__pad0 = 0;
-	if (op == DM_REPL_OP_FLUSH)
+	if (op == DM_REPL_OP_FLUSH) {
 		ring->epoch++;
+		WRITE_ONCE(ring->hdr->epoch, ring->epoch);
+	}
 	ring->bytes_logged += len;
 }
 
@@ -560,6 +564,8 @@ static int ring_kick(struct repl_ring *ring)
 	}
 	if (bad)
 		ring->bad_updates++;
+	WRITE_ONCE(hdr->released_seq, ring->released);
+	WRITE_ONCE(hdr->acked_seq, ring->acked);
 	spin_unlock_irq(&ring->lock);
 
 	if (freed)
