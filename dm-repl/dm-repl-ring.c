@@ -66,6 +66,7 @@ struct repl_ring {
 	u32 *slot_bytes;		/* data bytes charged to each slot */
 	unsigned long *slot_done;	/* payload copied, ready to publish */
 	u64 epoch;
+	u64 degraded_seq;		/* prod when the ring last degraded */
 	u32 state;			/* DM_REPL_STATE_* */
 	u32 state_seq;
 	u64 space_gen;			/* bumped when space is released */
@@ -247,6 +248,17 @@ static void ring_fill(struct repl_ring *ring, u64 seq, u16 op, u16 flags,
 	ring->bytes_logged += len;
 }
 
+/*
+ * ring->lock held: sync writes stop waiting for acknowledgments until the
+ * consumer has acknowledged everything logged so far (and is close to the
+ * head); see ring_kick().
+ */
+static void ring_degrade(struct repl_ring *ring)
+{
+	ring->degraded_seq = ring->reserved;
+	ring->state |= DM_REPL_STATE_DEGRADED;
+}
+
 /* ring->lock held: the ring stayed full too long, stop logging. */
 static void ring_enter_overflow(struct repl_ring *ring)
 {
@@ -254,7 +266,7 @@ static void ring_enter_overflow(struct repl_ring *ring)
 		return;
 	ring->state |= DM_REPL_STATE_OVERFLOW;
 	if (ring->state & DM_REPL_STATE_SYNC)
-		ring->state |= DM_REPL_STATE_DEGRADED;
+		ring_degrade(ring);
 	ring->overflows++;
 	DMWARN_LIMIT("%u:%u: ring full for too long: not logging writes, dirty bitmap takes over",
 		     MAJOR(ring->devt), MINOR(ring->devt));
@@ -466,7 +478,7 @@ static void ring_hold_work(struct work_struct *work)
 		 */
 		ring_take_held(ring, &done, true, true);
 		if (!(ring->state & DM_REPL_STATE_DEGRADED)) {
-			ring->state |= DM_REPL_STATE_DEGRADED;
+			ring_degrade(ring);
 			DMWARN_LIMIT("%u:%u: sync write not acknowledged in time: acting async",
 				     MAJOR(ring->devt), MINOR(ring->devt));
 		}
@@ -495,7 +507,7 @@ void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
 		ring->state |= DM_REPL_STATE_SYNC;
 		/* Unlogged writes cannot be acknowledged. */
 		if (ring->state & DM_REPL_STATE_OVERFLOW)
-			ring->state |= DM_REPL_STATE_DEGRADED;
+			ring_degrade(ring);
 	} else {
 		ring_take_held(ring, &done, true, false);
 		ring->state &= ~(DM_REPL_STATE_SYNC | DM_REPL_STATE_DEGRADED);
@@ -558,6 +570,7 @@ static int ring_kick(struct repl_ring *ring)
 	}
 	if ((ring->state & DM_REPL_STATE_DEGRADED) &&
 	    !(ring->state & DM_REPL_STATE_OVERFLOW) &&
+	    ring->acked >= ring->degraded_seq &&
 	    ring->prod - ring->acked <= REPL_CATCHUP_RECORDS) {
 		ring->state &= ~DM_REPL_STATE_DEGRADED;
 		ring_state_changed(ring);
@@ -635,6 +648,39 @@ static struct repl_ring *ring_find(dev_t devt)
 	return NULL;
 }
 
+/*
+ * The shared area: zeroed pages mapped with VM_USERMAP so that
+ * remap_vmalloc_range() accepts them.  Allocated page by page without
+ * warnings: a ring too big for the machine is an error for the table line,
+ * not a kernel splat.  vfree() frees pages and array (VM_MAP_PUT_PAGES).
+ */
+static void *ring_area_alloc(size_t size)
+{
+	unsigned int nr = size >> PAGE_SHIFT, i;
+	struct page **pages;
+	void *area;
+
+	pages = kvcalloc(nr, sizeof(*pages), GFP_KERNEL | __GFP_NOWARN);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < nr; i++) {
+		pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
+				      __GFP_RETRY_MAYFAIL);
+		if (!pages[i])
+			goto fail;
+		cond_resched();
+	}
+	area = vmap(pages, nr, VM_MAP | VM_USERMAP | VM_MAP_PUT_PAGES,
+		    PAGE_KERNEL);
+	if (area)
+		return area;
+fail:
+	while (i--)
+		__free_page(pages[i]);
+	kvfree(pages);
+	return NULL;
+}
+
 static u32 ring_nr_recs(u64 data_size)
 {
 	u64 n = data_size >> 12;	/* one slot per 4 KiB of data */
@@ -673,11 +719,12 @@ static struct repl_ring *ring_alloc(dev_t devt,
 
 	rec_bytes = PAGE_ALIGN((u64)ring->nr_recs * sizeof(struct dm_repl_rec));
 	ring->area_size = PAGE_SIZE + rec_bytes + PAGE_ALIGN(ring->data_size);
-	ring->area = vmalloc_user(ring->area_size);
-	ring->slot_bytes = kvcalloc(ring->nr_recs, sizeof(u32), GFP_KERNEL);
-	ring->slot_done = bitmap_zalloc(ring->nr_recs, GFP_KERNEL);
+	ring->area = ring_area_alloc(ring->area_size);
+	ring->slot_bytes = kvcalloc(ring->nr_recs, sizeof(u32),
+				    GFP_KERNEL | __GFP_NOWARN);
+	ring->slot_done = bitmap_zalloc(ring->nr_recs, GFP_KERNEL | __GFP_NOWARN);
 	ring->dirty = kvcalloc(BITS_TO_LONGS(ring->nr_regions),
-			       sizeof(unsigned long), GFP_KERNEL);
+			       sizeof(unsigned long), GFP_KERNEL | __GFP_NOWARN);
 	if (!ring->area || !ring->slot_bytes || !ring->slot_done || !ring->dirty) {
 		ring_free(ring);
 		return NULL;
@@ -726,6 +773,9 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 		} else {
 			kref_get(&ring->kref);
 		}
+	} else if (geo->data_size >> PAGE_SHIFT > totalram_pages() / 2) {
+		*error = "ring_size_mb is more than half of the memory";
+		r = -ENOMEM;
 	} else {
 		ring = ring_alloc(devt, geo);
 		if (ring) {
