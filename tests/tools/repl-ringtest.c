@@ -1143,9 +1143,62 @@ static int cmd_seq(int argc, char **argv, bool check)
 	return check ? check_run(&o) : write_run(&o);
 }
 
+/*
+ * dirty <dm-device>: attach, print the dirty bitmap as
+ *   regions=<n> region_bytes=<b> dirty=<d>
+ * followed by one line "range <first> <last>" (region indices, inclusive)
+ * per run of dirty regions; detach without touching the ring.
+ */
+static int cmd_dirty(int argc, char **argv)
+{
+	_cleanup_(ring_freep) struct ring *r = NULL;
+	uint8_t *map = NULL;
+	struct dm_repl_dirty d;
+	struct stat st;
+	uint64_t i, first = 0;
+	bool in = false;
+	int err;
+
+	if (argc != 2 || !strcmp(argv[1], "--help")) {
+		fputs("Usage: " PROG " dirty <dm-device>\n", argc == 2 ? stdout : stderr);
+		return argc == 2 ? 0 : EXIT_ERROR;
+	}
+	if (stat(argv[1], &st) < 0 || !S_ISBLK(st.st_mode)) {
+		errmsg("%s: not a block device", argv[1]);
+		return EXIT_ERROR;
+	}
+	err = ring_attach(NULL, st.st_rdev, &r);
+	if (err >= 0)
+		err = ring_get_dirty(r, NULL, 0, &d);
+	if (err >= 0) {
+		map = calloc(1, (d.nr_regions + 7) / 8);
+		err = map ? ring_get_dirty(r, map, (d.nr_regions + 7) / 8, &d) : -ENOMEM;
+	}
+	if (err < 0) {
+		errmsg("dirty %s: %s", argv[1], strerror(-err));
+		free(map);
+		return EXIT_ERROR;
+	}
+	printf("regions=%llu region_bytes=%llu dirty=%llu\n",
+	       (unsigned long long)d.nr_regions, (unsigned long long)d.region_bytes,
+	       (unsigned long long)d.dirty_regions);
+	for (i = 0; i <= d.nr_regions; i++) {
+		bool set = i < d.nr_regions && (map[i / 8] >> (i % 8)) & 1;
+
+		if (set && !in)
+			first = i;
+		else if (!set && in)
+			printf("range %" PRIu64 " %" PRIu64 "\n", first, i - 1);
+		in = set;
+	}
+	free(map);
+	return 0;
+}
+
 static const char usage[] =
 	"Usage: " PROG " <command> [options]\n"
 	"  dump <dm-device>         print the records of a repl device's ring\n"
+	"  dirty <dm-device>        print the dirty bitmap of a repl device\n"
 	"  write <device>           deterministic serial I/O, print expected records\n"
 	"  pattern-check <device>   check the device holds the final state of 'write'\n"
 	"'" PROG " <command> --help' for the options.  Exit 0 ok, 1 error,\n"
@@ -1168,6 +1221,8 @@ int main(int argc, char **argv)
 		return cmd_seq(argc - 1, argv + 1, false);
 	if (!strcmp(argv[1], "pattern-check"))
 		return cmd_seq(argc - 1, argv + 1, true);
+	if (!strcmp(argv[1], "dirty"))
+		return cmd_dirty(argc - 1, argv + 1);
 	errmsg("unknown command '%s'", argv[1]);
 	fputs(usage, stderr);
 	return EXIT_ERROR;

@@ -1,0 +1,54 @@
+# Helpers for guest tests of the repl target; source after guest-lib.sh.
+# shellcheck shell=sh
+
+# repl_st NAME FIELD : one field of `dmsetup status NAME`, by name:
+# mode state head tail acked used ring recs_used recs logged oos consumer
+# held overflows timeouts (see dm-repl(7), STATUS)
+repl_st() {
+	dmsetup status "$1" | awk -v f="$2" '
+	$3 != "repl" { exit 2 }
+	{
+		split($9, u, "/"); split($10, r, "/")
+		v["mode"] = $4; v["state"] = $5; v["head"] = $6; v["tail"] = $7
+		v["acked"] = $8; v["used"] = u[1]; v["ring"] = u[2]
+		v["recs_used"] = r[1]; v["recs"] = r[2]; v["logged"] = $11
+		v["oos"] = $12; v["consumer"] = $13; v["held"] = $14
+		v["overflows"] = $15; v["timeouts"] = $16
+		if (!(f in v)) exit 1
+		print v[f]
+	}'
+}
+
+# repl_events NAME : the device's event counter
+repl_events() {
+	dmsetup info -c --noheadings -o events "$1" | tr -d ' '
+}
+
+# repl_create NAME DEV MODE [FEATURE VALUE]... : create a repl device over
+# all of DEV
+repl_create() {
+	_rc_name=$1 _rc_dev=$2 _rc_mode=$3
+	shift 3
+	dmsetup create "$_rc_name" --table \
+		"0 $(blockdev --getsz "$_rc_dev") repl $_rc_dev - $_rc_mode $# $*"
+}
+
+# consumer_start NAME OUTFILE [repl-ringtest dump options] : start a dump
+# consumer in the background; its pid goes to $CONSUMER and it is attached
+# when this returns
+consumer_start() {
+	_cs_name=$1 _cs_out=$2
+	shift 2
+	repl-ringtest dump "/dev/mapper/$_cs_name" "$@" > "$_cs_out" 2> "$_cs_out.err" &
+	CONSUMER=$!
+	wait_for 10 "[ \"\$(repl_st $_cs_name consumer)\" = 1 ] || ! kill -0 $CONSUMER 2>/dev/null" ||
+		fail "consumer did not attach"
+	kill -0 "$CONSUMER" 2>/dev/null || { cat "$_cs_out.err" >&2; fail "consumer exited at once"; }
+}
+
+# consumer_stop : stop the background consumer (SIGTERM), ignore its status
+consumer_stop() {
+	kill -CONT "$CONSUMER" 2>/dev/null || true
+	kill "$CONSUMER" 2>/dev/null || true
+	wait "$CONSUMER" 2>/dev/null || true
+}

@@ -1,0 +1,114 @@
+#!/bin/sh
+# The table line: every malformed line is refused with the reason dm-repl(7)
+# promises (checked in the kernel log), good lines are accepted, and
+# `dmsetup table` re-emits a line the constructor accepts.
+# shellcheck disable=SC1091
+. "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+
+A=/dev/vda B=/dev/vdb
+SZ=$(dev_sectors $A)
+
+# refused REASON TABLE : creating a device with TABLE must fail, and the
+# kernel log must say REASON
+n_refused=0
+refused() {
+	reason=$1
+	shift
+	dmesg -C
+	if printf '%b\n' "$*" | dmsetup create bad 2>/dev/null; then
+		dmsetup remove bad
+		fail "accepted: $*"
+	fi
+	dmsetup remove bad 2>/dev/null || true
+	dmesg | grep -qF -- "$reason" ||
+		fail "refused without '$reason': $* (kernel said: $(dmesg | tail -n 2 | tr '\n' ' '))"
+	n_refused=$((n_refused + 1))
+}
+
+T="0 $SZ repl"
+NEED="Need <data_dev> <meta_dev|-> <sync|async>"
+refused "$NEED" "$T"
+refused "$NEED" "$T $A"
+refused "$NEED" "$T $A -"
+refused "Data device lookup failed" "$T /dev/nonexistent - async"
+refused "Metadata device not supported" "$T $A $B async"
+refused "Invalid mode" "$T $A - fast"
+refused "Invalid mode" "$T $A - SYNC"
+refused "Invalid number of feature args" "$T $A - async x"
+refused "Invalid number of feature args" "$T $A - async 7 a b c d e f g"
+refused "Invalid number of feature args" "$T $A - async 2 ring_size_mb"
+refused "Invalid number of feature args" "$T $A - async 4 ring_size_mb 8 hold_timeout_ms"
+refused "Feature requires a value" "$T $A - async 1 ring_size_mb"
+refused "Invalid ring_size_mb" "$T $A - async 2 ring_size_mb 3"
+refused "Invalid ring_size_mb" "$T $A - async 2 ring_size_mb 4097"
+refused "Invalid ring_size_mb" "$T $A - async 2 ring_size_mb 12abc"
+refused "Invalid ring_size_mb" "$T $A - async 2 ring_size_mb -5"
+refused "Invalid ring_size_mb" "$T $A - async 2 ring_size_mb 99999999999"
+refused "Invalid hold_timeout_ms" "$T $A - async 2 hold_timeout_ms 0"
+refused "Invalid hold_timeout_ms" "$T $A - async 2 hold_timeout_ms 60001"
+refused "Invalid region_kb" "$T $A - async 2 region_kb 48"
+refused "Invalid region_kb" "$T $A - async 2 region_kb 2"
+refused "duplicated" "$T $A - async 4 ring_size_mb 8 ring_size_mb 8"
+refused "Unrecognised feature" "$T $A - async 2 turbo 1"
+refused "Too many arguments" "$T $A - async 2 ring_size_mb 8 extra"
+refused "Invalid number of feature args" "$T $A - async junk"
+# a repl target must be alone in its table
+refused "must appear alone" "0 1024 repl $A - async\n1024 1024 linear $B 0"
+# longer than the data device
+refused "too small for target" "0 $((SZ + 8)) repl $A - async"
+refused "more than half of the memory" "$T $A - async 2 ring_size_mb 4096"
+pass "$n_refused malformed tables refused, each with its reason"
+
+# Good lines, and the table round trip: what `dmsetup table` prints must be
+# accepted by the constructor and print the same again.
+roundtrip() {
+	name=$1
+	shift
+	dmsetup create "$name" --table "$*" || fail "refused a good table: $*"
+	t1=$(dmsetup table "$name")
+	dmsetup remove "$name"
+	dmsetup create "$name" --table "$t1" || fail "refused its own table: $t1"
+	t2=$(dmsetup table "$name")
+	[ "$t1" = "$t2" ] || fail "table changed: '$t1' -> '$t2'"
+	dmsetup remove "$name"
+	echo "$t1"
+}
+roundtrip g1 "$T $A - async" | grep -q "repl 254:0 - async 6 ring_size_mb 64 hold_timeout_ms 5000 region_kb 64$" ||
+	fail "defaults not spelt out"
+roundtrip g2 "$T $A - sync 6 hold_timeout_ms 1500 ring_size_mb 8 region_kb 1024" |
+	grep -q " sync 6 ring_size_mb 8 hold_timeout_ms 1500 region_kb 1024$" || fail "features lost"
+roundtrip g3 "$T $A - sync 2 RING_SIZE_MB 4" | grep -q "ring_size_mb 4 " || fail "feature names are case-insensitive"
+roundtrip g4 "0 $SZ repl 254:0 - async 2 ring_size_mb 512" >/dev/null
+pass "good tables accepted and re-emitted"
+
+# Reload of a live device: mode and hold timeout may change, geometry not.
+repl_create r0 $A async ring_size_mb 8
+dmsetup load r0 --table "$T $A - sync 4 ring_size_mb 8 hold_timeout_ms 1000" || fail "reload refused"
+dmsetup resume r0
+dmsetup table r0 | grep -q " sync 6 ring_size_mb 8 hold_timeout_ms 1000 " || fail "reload not applied: $(dmsetup table r0)"
+dmesg -C
+if dmsetup load r0 --table "$T $A - sync 2 ring_size_mb 16" 2>/dev/null; then
+	fail "ring size changed on a live device"
+fi
+dmesg | grep -qF "ring_size_mb cannot change" || fail "no reason for the refused reload"
+dmesg -C
+if dmsetup load r0 --table "$T $A - sync 4 ring_size_mb 8 region_kb 128" 2>/dev/null; then
+	fail "region size changed on a live device"
+fi
+dmesg | grep -qF "region_kb cannot change" || fail "no reason for the refused reload"
+dmsetup table r0 | grep -q " sync 6 ring_size_mb 8 hold_timeout_ms 1000 " || fail "refused reload changed the table"
+# messages
+dmsetup message r0 0 mode async
+dmsetup table r0 | grep -q " async 6 " || fail "mode message not in table"
+dmsetup message r0 0 hold_timeout_ms 777
+dmsetup table r0 | grep -q "hold_timeout_ms 777 " || fail "hold_timeout_ms message not in table"
+expect_fail dmsetup message r0 0 mode fast 2>/dev/null
+expect_fail dmsetup message r0 0 hold_timeout_ms 0 2>/dev/null
+expect_fail dmsetup message r0 0 hold_timeout_ms 70000 2>/dev/null
+expect_fail dmsetup message r0 0 hold_timeout_ms 5x 2>/dev/null
+expect_fail dmsetup message r0 0 bogus 2>/dev/null
+expect_fail dmsetup message r0 0 mode 2>/dev/null
+dmsetup table r0 | grep -q " async 6 ring_size_mb 8 hold_timeout_ms 777 " || fail "bad messages changed the table"
+dmsetup remove r0
+pass "reload and messages"
