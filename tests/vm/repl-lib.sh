@@ -52,3 +52,31 @@ consumer_stop() {
 	kill "$CONSUMER" 2>/dev/null || true
 	wait "$CONSUMER" 2>/dev/null || true
 }
+
+# ring_compare WRITES DUMP LABEL FIRST_SEQ FIRST_EPOCH : the writer's
+# prediction (repl-ringtest write) and a consumer's dump must list the same
+# operations in the same order, with sequence numbers from FIRST_SEQ on and
+# epochs that advance after each flush from FIRST_EPOCH; prints the number
+# of records
+ring_compare() {
+	awk '{ print $1, $2, $3, $4, $5, $6 }' "$1" > "$1.cmp"
+	awk '/^seq=/ { f = ($5 ~ /fua/) ? "fua=1" : "fua=0"; print $2, $3, $4, $7, $8, f }' "$2" > "$2.cmp"
+	if ! cmp -s "$1.cmp" "$2.cmp"; then
+		diff "$1.cmp" "$2.cmp" | head -20 >&2
+		fail "$3: the ring does not hold exactly the writes in order"
+	fi
+	n=$(wc -l < "$1.cmp")
+	first=$(awk -F'[ =]' '/^seq=/ { print $2; exit }' "$2")
+	last=$(awk -F'[ =]' '/^seq=/ { s = $2 } END { print s }' "$2")
+	[ "$first" = "$4" ] && [ "$last" = $(($4 + n - 1)) ] ||
+		fail "$3: sequence numbers $first..$last, expected $4..$(($4 + n - 1))"
+	for op in write flush discard zeroes; do
+		grep -q "op=$op " "$2" || fail "$3: no $op record"
+	done
+	grep -q "^seq=.*flags=[a-z,]*fua" "$2" || fail "$3: no FUA record"
+	# epochs: the record after the k-th flush carries epoch (start + k)
+	awk -v e0="$5" '/^seq=/ {
+		split($6, a, "="); if (a[2] != e0 + flushes) { print "epoch", a[2], "expected", e0 + flushes, $0; exit 1 }
+		if ($2 == "op=flush") flushes++ }' "$2" || fail "$3: epochs do not follow flushes"
+	echo "$n"
+}

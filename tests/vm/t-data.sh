@@ -23,7 +23,7 @@ for mode in async sync; do
 	fio --name=verify --filename=/dev/mapper/r0 --rw=randwrite --bsrange=4k-1m \
 		--iodepth=16 --direct=1 --ioengine=libaio --size=256M --offset=512M \
 		--verify=crc32c --verify_fatal=1 --do_verify=1 --randrepeat=0 \
-		--output=/tmp/fio.$mode.txt || { cat /tmp/fio.$mode.txt; fail "$mode: fio verify"; }
+		--eta=never --output=/tmp/fio.$mode.txt || { cat /tmp/fio.$mode.txt; fail "$mode: fio verify"; }
 	grep -q "err= 0" /tmp/fio.$mode.txt || fail "$mode: fio reported errors"
 	[ "$(repl_st r0 state)" = ok ] || fail "$mode: state $(repl_st r0 state)"
 	[ "$(repl_st r0 oos)" = 0 ] || fail "$mode: out-of-sync bytes"

@@ -10,31 +10,6 @@
 
 OPTS="--count 600 --max-kb 256 --region-mb 256 --flush-every 17 --fua-every 13 --discard-every 29 --zeroes-every 31"
 
-# expected WRITES DUMP : the writer's prediction and the consumer's dump must
-# list the same operations in the same order
-compare() {
-	awk '{ print $1, $2, $3, $4, $5, $6 }' "$1" > "$1.cmp"
-	awk '/^seq=/ { f = ($5 ~ /fua/) ? "fua=1" : "fua=0"; print $2, $3, $4, $7, $8, f }' "$2" > "$2.cmp"
-	if ! cmp -s "$1.cmp" "$2.cmp"; then
-		diff "$1.cmp" "$2.cmp" | head -20 >&2
-		fail "$3: the ring does not hold exactly the writes in order"
-	fi
-	n=$(wc -l < "$1.cmp")
-	first=$(awk -F'[ =]' '/^seq=/ { print $2; exit }' "$2")
-	last=$(awk -F'[ =]' '/^seq=/ { s = $2 } END { print s }' "$2")
-	[ "$first" = "$4" ] && [ "$last" = $(($4 + n - 1)) ] ||
-		fail "$3: sequence numbers $first..$last, expected $4..$(($4 + n - 1))"
-	for op in write flush discard zeroes; do
-		grep -q "op=$op " "$2" || fail "$3: no $op record"
-	done
-	grep -q "^seq=.*flags=[a-z,]*fua" "$2" || fail "$3: no FUA record"
-	# epochs: the record after the k-th flush carries epoch (start + k)
-	awk -v e0="$5" '/^seq=/ {
-		split($6, a, "="); if (a[2] != e0 + flushes) { print "epoch", a[2], "expected", e0 + flushes, $0; exit 1 }
-		if ($2 == "op=flush") flushes++ }' "$2" || fail "$3: epochs do not follow flushes"
-	echo "$n"
-}
-
 repl_create r0 /dev/vda async ring_size_mb 128
 log "async: write first, consume afterwards"
 repl-ringtest write /dev/mapper/r0 --seed 7 $OPTS > w1.txt
@@ -46,7 +21,7 @@ dd if=/dev/mapper/r0 of=/dev/null bs=1M count=64 iflag=direct status=none
 [ "$(repl_st r0 head)" = "$n1" ] || fail "reads produced records"
 repl-ringtest dump /dev/mapper/r0 --count "$n1" --timeout-ms 3000 > d1.txt ||
 	fail "dump did not find $n1 records"
-compare w1.txt d1.txt async 0 0 >/dev/null
+ring_compare w1.txt d1.txt async 0 0 >/dev/null
 ! grep -q "flags=[a-z,]*sync" d1.txt || fail "async records flagged sync"
 [ "$(repl_st r0 tail)" = "$n1" ] || fail "consumer did not release everything"
 repl-ringtest pattern-check /dev/vda --seed 7 $OPTS || fail "async: data on disk"
@@ -58,7 +33,7 @@ dmsetup message r0 0 mode sync
 consumer_start r0 d2.txt --timeout-ms 4000
 repl-ringtest write /dev/mapper/r0 --seed 8 $OPTS > w2.txt
 wait "$CONSUMER" || fail "consumer failed: $(cat d2.txt.err)"
-n2=$(compare w2.txt d2.txt sync "$n1" "$e1")
+n2=$(ring_compare w2.txt d2.txt sync "$n1" "$e1")
 grep '^seq=' d2.txt | grep -v -q "flags=[a-z,]*sync" && fail "sync records not flagged sync"
 [ "$(repl_st r0 acked)" = $((n1 + n2)) ] || fail "acked $(repl_st r0 acked), expected $((n1 + n2))"
 [ "$(repl_st r0 state)" = ok ] || fail "state $(repl_st r0 state)"
