@@ -36,7 +36,7 @@
  *                equals the previous prod_seq (the consumer had caught up).
  *   release_seq  records below it (and their payload bytes) may be reused.
  *   ack_seq      records below it are acknowledged by every peer that needs
- *                an acknowledgement; in sync mode the target completes a
+ *                an acknowledgment; in sync mode the target completes a
  *                write to the upper layer only when its record is below
  *                ack_seq (and its local write has completed).
  *
