@@ -167,6 +167,7 @@ struct dump_opts {
 	const char *payload_dir;
 	bool gap_ok;
 	bool status;
+	bool no_hash;
 };
 
 /* Records read but not yet acknowledged because of --ack-delay-ms. */
@@ -348,7 +349,7 @@ static int dump_record(struct dump_state *d)
 		return err;
 	}
 	memcpy(&c, rec, sizeof(c));
-	if (len)
+	if (len && !d->o->no_hash)
 		snprintf(xxh, sizeof(xxh), "%016llx",
 			 (unsigned long long)XXH64(p, len, 0));
 	flags_str(c.flags, flags, sizeof(flags));
@@ -539,12 +540,14 @@ static const char dump_usage[] =
 	"                       releasing/acking them (a killed consumer)\n"
 	"  --payload-dir DIR    write each payload to DIR/<seq>\n"
 	"  --gap-ok             a GAP record is not an error\n"
-	"  --status             print a status line from the header at exit\n";
+	"  --status             print a status line from the header at exit\n"
+	"  --no-hash            do not read payloads (xxh=-): a drain for benchmarks\n";
 
 static int cmd_dump(int argc, char **argv)
 {
 	enum { O_COUNT = 256, O_TIMEOUT, O_NO_RELEASE, O_NO_ACK, O_ACK_DELAY,
-	       O_ACK_FILE, O_EXIT_AFTER, O_PAYLOAD_DIR, O_GAP_OK, O_STATUS };
+	       O_ACK_FILE, O_EXIT_AFTER, O_PAYLOAD_DIR, O_GAP_OK, O_STATUS,
+	       O_NO_HASH };
 	static const struct option opts[] = {
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "timeout-ms", required_argument, NULL, O_TIMEOUT },
@@ -556,6 +559,7 @@ static int cmd_dump(int argc, char **argv)
 		{ "payload-dir", required_argument, NULL, O_PAYLOAD_DIR },
 		{ "gap-ok", no_argument, NULL, O_GAP_OK },
 		{ "status", no_argument, NULL, O_STATUS },
+		{ "no-hash", no_argument, NULL, O_NO_HASH },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -576,6 +580,7 @@ static int cmd_dump(int argc, char **argv)
 		case O_PAYLOAD_DIR:	o.payload_dir = optarg; break;
 		case O_GAP_OK:		o.gap_ok = true; break;
 		case O_STATUS:		o.status = true; break;
+		case O_NO_HASH:		o.no_hash = true; break;
 		case 'h':		fputs(dump_usage, stdout); return 0;
 		default:		fputs(dump_usage, stderr); return EXIT_ERROR;
 		}
