@@ -1,0 +1,68 @@
+#!/bin/sh
+# The one command that runs every dm-repl test on a fresh Debian 12 machine
+# (as root): installs the packages, builds (gcc with the module, clang, and
+# an ASan+UBSan build of the userspace), runs the unit, integration and VM
+# suites, and prints "N passed, N failed" as its last line.
+#
+# Usage: tools/run-tests.sh [meson test args, e.g. --suite vm or a test name]
+set -eu
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "$SRC"
+B=${DMREPL_BUILD:-$SRC/build}
+[ "${DMREPL_SKIP_DEPS:-0}" = 1 ] || "$SRC/tools/deps.sh"
+
+setup() { # dir, options...
+	d=$1; shift
+	if [ -f "$d/build.ninja" ]; then
+		meson configure "$d" "$@" >/dev/null
+	else
+		meson setup "$d" "$@" >/dev/null
+	fi
+	ninja -C "$d" >"$d.ninja.log" 2>&1 || { cat "$d.ninja.log"; echo "build failed: $d"; return 1; }
+}
+
+rc=0
+logs=""
+run() { # dir, meson test args...
+	d=$1; shift
+	rm -f "$d/meson-logs/testlog.json"
+	meson test -C "$d" --print-errorlogs "$@" || rc=1
+	logs="$logs $d/meson-logs/testlog.json"
+}
+
+echo "=== gcc build (module, daemon, tests)"
+setup "$B" -Dvm_tests=enabled -Dmodule=enabled
+echo "=== clang build"
+CC=clang setup "$B-clang" -Dvm_tests=disabled -Dmodule=disabled
+echo "=== ASan+UBSan build"
+setup "$B-asan" -Dvm_tests=disabled -Dmodule=disabled -Db_sanitize=address,undefined -Db_lundef=false
+
+if [ $# -gt 0 ]; then
+	run "$B" "$@"
+else
+	run "$B-asan" --suite unit --suite integration
+	run "$B-clang" --suite unit
+	run "$B"
+fi
+
+# One line at the end, counted from meson's JSON test logs.
+cat $logs 2>/dev/null | python3 -c '
+import json, sys
+p = f = s = 0
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"):
+        p += 1
+    elif r == "SKIP":
+        s += 1
+    else:
+        f += 1
+if s:
+    print(f"{s} skipped")
+print(f"{p} passed, {f} failed")
+sys.exit(1 if f else 0)
+' || rc=1
+exit $rc
