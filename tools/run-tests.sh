@@ -18,7 +18,7 @@ setup() { # dir, options...
 	else
 		meson setup "$d" "$@" >/dev/null
 	fi
-	ninja -C "$d" >"$d.ninja.log" 2>&1 || { cat "$d.ninja.log"; echo "build failed: $d"; return 1; }
+	ninja -C "$d" >"$d/meson-logs/ninja.log" 2>&1 || { cat "$d/meson-logs/ninja.log"; echo "build failed: $d"; return 1; }
 }
 
 rc=0
