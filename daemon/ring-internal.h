@@ -45,6 +45,7 @@ struct ring {
 	uint64_t data_offset;
 	uint64_t data_size;
 	uint64_t dev_sectors;
+	uint64_t ring_id;		/* read once at map time */
 	uint32_t nr_recs;
 	uint32_t region_shift;
 

@@ -26,9 +26,23 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ring-internal.h"
+
+/* A random ring identity, never 0, like the kernel's. */
+static uint64_t mem_ring_id(void)
+{
+	uint64_t id = 0;
+
+	while (!id) {
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			id = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	}
+	return id;
+}
 
 #define MEM_MAX_RECS		(1U << 24)
 #define MEM_MAX_DATA		(1ULL << 40)
@@ -111,6 +125,7 @@ int ring_mem_new(uint32_t nr_recs, uint64_t data_size, uint64_t dev_sectors,
 	h->data_offset = data_offset;
 	h->data_size = data_size;
 	h->dev_sectors = dev_sectors;
+	h->ring_id = mem_ring_id();
 
 	/* The consumer maps it like a kernel ring, through the same checks. */
 	err = ring_map(r, r->mem.memfd, map_size, hdr_size);

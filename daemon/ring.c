@@ -122,6 +122,7 @@ int ring_map(struct ring *r, int fd, uint64_t map_size, uint64_t hdr_size)
 	r->data_offset = snap.data_offset;
 	r->data_size = snap.data_size;
 	r->dev_sectors = snap.dev_sectors;
+	r->ring_id = snap.ring_id;
 	r->nr_recs = snap.nr_recs;
 	r->region_shift = snap.region_shift;
 
@@ -395,6 +396,7 @@ void ring_get_info(const struct ring *r, struct ring_info *ret)
 		.region_shift = r->region_shift,
 		.data_size = r->data_size,
 		.dev_sectors = r->dev_sectors,
+		.ring_id = r->ring_id,
 		.map_size = r->map_size,
 		.prod_seq = ring_prod(r),
 		.epoch = ring_load_relaxed(&h->epoch),

@@ -167,6 +167,7 @@ struct ring_info {
 	uint32_t region_shift;
 	uint64_t data_size;
 	uint64_t dev_sectors;
+	uint64_t ring_id;	/* identity of this ring (hdr.ring_id) */
 	uint64_t map_size;
 	/* producer line: a snapshot, fields loaded one by one */
 	uint64_t prod_seq;

@@ -31,6 +31,7 @@
 #include <linux/kref.h>
 #include <linux/jiffies.h>
 #include <linux/workqueue.h>
+#include <linux/random.h>
 
 #include "dm-repl-core.h"
 
@@ -745,6 +746,9 @@ static struct repl_ring *ring_alloc(dev_t devt,
 	hdr->data_offset = PAGE_SIZE + rec_bytes;
 	hdr->data_size = ring->data_size;
 	hdr->dev_sectors = ring->dev_sectors;
+	do {
+		hdr->ring_id = get_random_u64();
+	} while (!hdr->ring_id);
 	return ring;
 }
 
@@ -1086,7 +1090,8 @@ int repl_ring_init(void)
 	int r;
 
 	/* Pin the ABI layout. */
-	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 3 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 4 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, ring_id) != 3 * DM_REPL_CACHELINE);
 	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, prod_seq) != DM_REPL_CACHELINE);
 	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, read_seq) != 2 * DM_REPL_CACHELINE);
 	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, release_seq) != 2 * DM_REPL_CACHELINE + 8);

@@ -20,7 +20,7 @@
 
 /* struct dm_repl_ring_hdr: three cache lines */
 _Static_assert(DM_REPL_CACHELINE == 64, "cache line");
-_Static_assert(sizeof(struct dm_repl_ring_hdr) == 192, "hdr is 192 bytes");
+_Static_assert(sizeof(struct dm_repl_ring_hdr) == 256, "hdr is 256 bytes");
 /* line 0: identity and geometry */
 FIELD(dm_repl_ring_hdr, magic, 0, 4);
 FIELD(dm_repl_ring_hdr, abi_version, 4, 4);
@@ -50,6 +50,9 @@ FIELD(dm_repl_ring_hdr, ack_seq, 144, 8);
 FIELD(dm_repl_ring_hdr, state_seen, 152, 4);
 FIELD(dm_repl_ring_hdr, __upad0, 156, 4);
 FIELD(dm_repl_ring_hdr, __upad, 160, 32);
+/* line 3: identity */
+FIELD(dm_repl_ring_hdr, ring_id, 192, 8);
+FIELD(dm_repl_ring_hdr, __ipad, 200, 56);
 _Static_assert(offsetof(struct dm_repl_ring_hdr, prod_seq) % DM_REPL_CACHELINE == 0,
 	       "producer line starts a cache line");
 _Static_assert(offsetof(struct dm_repl_ring_hdr, read_seq) % DM_REPL_CACHELINE == 0,
