@@ -3,7 +3,7 @@
 # Idempotent: packages already installed are not downloaded again.
 set -eu
 PKGS="
-  meson ninja-build pkg-config gcc clang libc6-dev
+  meson ninja-build pkg-config gcc clang libclang-rt-14-dev libc6-dev
   libdevmapper-dev libaio-dev libprotobuf-c-dev protobuf-c-compiler
   libsystemd-dev libxxhash-dev libconfig-dev libjson-c-dev
   linux-headers-amd64 linux-image-amd64 linux-source-6.1
