@@ -1,0 +1,1661 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * libreplapply: the write engine of a secondary.  See apply.h for the rules
+ * and the API.
+ *
+ * Records live in one FIFO in sequence order (a->head .. a->tail) from
+ * apply_submit() until they are completed and every earlier record is too
+ * ("retired"); the head of the FIFO is therefore the "written" value.
+ *
+ *   HELD      queued behind an admitted FLUSH that has not completed
+ *   BLOCKED   admitted, waiting for earlier overlapping records
+ *   READY     admitted, nothing earlier overlaps: in the ready queue
+ *   BARRIER   an admitted FLUSH, waiting to be the FIFO head
+ *   INFLIGHT  handed to the backend
+ *   SYNCWAIT  FUA write without RWF_DSYNC: written, waiting for an fdatasync
+ *   DONE      completed (waiting for earlier records to retire)
+ *
+ * Overlaps: an interval map (a treap keyed by start sector, segments never
+ * overlap) records, for every sector, the last admitted record whose extent
+ * (rounded out to the logical block size) covers it and that has not
+ * completed.  Admitting a record cuts its extent out of the map: every
+ * distinct owner found there gets an edge to it (nr_deps++), and the extent
+ * then belongs to the new record.  Completing a record removes its segments
+ * and decrements its dependents.  Depending only on the last owner of each
+ * sector is enough: that owner was itself blocked by every earlier owner
+ * of the sector, so when it completes they all have.
+ *
+ * Epochs: a FLUSH is admitted like any record but stops admission (it is
+ * the barrier); it is issued once it is the FIFO head (every earlier record
+ * completed), and admission resumes when it completes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libaio.h>
+#include <linux/fs.h>
+
+#include "apply.h"
+
+#define apply_container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* Memory charged for each queued record, against max_buffer_bytes. */
+#define APPLY_REQ_CHARGE	256U
+/* Largest payload buffer. */
+#define APPLY_BUF_MAX		(1ULL << 30)
+#define APPLY_BLOCK_MIN		512U
+#define APPLY_BLOCK_MAX		65536U
+
+enum apply_req_state {
+	APPLY_REQ_HELD,
+	APPLY_REQ_BLOCKED,
+	APPLY_REQ_READY,
+	APPLY_REQ_BARRIER,
+	APPLY_REQ_INFLIGHT,
+	APPLY_REQ_SYNCWAIT,
+	APPLY_REQ_DONE,
+};
+
+struct apply_req;
+
+struct apply_edge {
+	struct apply_req *to;
+	struct apply_edge *next;
+};
+
+struct apply_seg {
+	uint64_t start;		/* key */
+	uint64_t end;
+	struct apply_req *owner;
+	struct apply_seg *left, *right;
+	uint32_t prio;
+};
+
+struct apply_req {
+	struct apply_rec rec;
+	uint64_t start, end;		/* conflict extent, sectors, block-aligned */
+	struct apply_buf *buf;
+	struct apply_req *next;		/* FIFO */
+	struct apply_req *link;		/* ready queue, fua_wait or sync.covered */
+	struct apply_edge *dependents;	/* later records waiting for this one */
+	uint64_t mark;			/* last admission that counted it */
+	uint32_t nr_deps;		/* earlier records this one waits for */
+	uint8_t state;			/* enum apply_req_state */
+	bool self_durable;		/* durable on its own (FLUSH, FUA, GAP) */
+	bool linked;			/* owns segments in the map */
+	struct apply_io io;
+};
+
+/* The one fdatasync in flight that is not a FLUSH record. */
+struct apply_sync {
+	struct apply_io io;
+	bool busy;
+	uint64_t upto;			/* records below were written at issue */
+	struct apply_req *covered;	/* SYNCWAIT records it makes durable */
+};
+
+struct apply {
+	struct apply_backend *be;
+	uint64_t dev_sectors;
+	unsigned int block_size;
+	uint32_t block_sectors;
+	unsigned int depth;
+	uint64_t checkpoint_ns;
+	uint64_t max_charge;
+	int error;			/* sticky */
+
+	uint64_t received;
+	uint64_t durable;
+	uint64_t epoch;
+	bool epoch_known;
+	bool after_flush;		/* the last record was a FLUSH */
+
+	struct apply_req *head, *tail;	/* every record not retired */
+	struct apply_req *admit;	/* first record not admitted */
+	struct apply_req *barrier;	/* admitted FLUSH, not completed */
+	struct apply_req *ready_head, *ready_tail;
+	struct apply_req *fua_wait;	/* SYNCWAIT records not covered yet */
+
+	struct apply_seg *segs;		/* the interval map */
+	struct apply_seg *seg_free;
+	unsigned int nr_seg_free;
+	struct apply_edge *edge_free;
+	uint64_t rng;
+	uint64_t mark;
+
+	struct apply_sync sync;
+	bool sync_now;			/* apply_drain(): do not wait for the timer */
+	bool no_dsync;			/* RWF_DSYNC refused */
+	uint64_t last_sync_ns;
+	unsigned int in_flight;
+	uint64_t charge;
+
+	struct apply_io **batch;	/* depth */
+	struct apply_io **reaped;	/* depth */
+
+	struct apply_stats stats;
+};
+
+static uint64_t apply_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static bool apply_is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static void apply_set_error(struct apply *a, int error)
+{
+	if (!a->error)
+		a->error = error;
+}
+
+static uint64_t apply_written(const struct apply *a)
+{
+	return a->head ? a->head->rec.seq : a->received;
+}
+
+/* ---- interval map ------------------------------------------------------ */
+
+static uint32_t apply_rand(struct apply *a)
+{
+	/* xorshift64 */
+	a->rng ^= a->rng << 13;
+	a->rng ^= a->rng >> 7;
+	a->rng ^= a->rng << 17;
+	return (uint32_t)(a->rng >> 32);
+}
+
+/* Make sure n segments can be had without allocating. */
+static int apply_seg_reserve(struct apply *a, unsigned int n)
+{
+	while (a->nr_seg_free < n) {
+		struct apply_seg *s = malloc(sizeof(*s));
+
+		if (!s)
+			return -ENOMEM;
+		s->right = a->seg_free;
+		a->seg_free = s;
+		a->nr_seg_free++;
+	}
+	return 0;
+}
+
+static struct apply_seg *apply_seg_new(struct apply *a, uint64_t start,
+				       uint64_t end, struct apply_req *owner)
+{
+	struct apply_seg *s = a->seg_free;	/* reserved by the caller */
+
+	a->seg_free = s->right;
+	a->nr_seg_free--;
+	*s = (struct apply_seg) {
+		.start = start, .end = end, .owner = owner,
+		.prio = apply_rand(a),
+	};
+	return s;
+}
+
+static void apply_seg_put(struct apply *a, struct apply_seg *s)
+{
+	s->right = a->seg_free;
+	a->seg_free = s;
+	a->nr_seg_free++;
+}
+
+/* l: segments starting below key, r: the others. */
+static void apply_seg_split(struct apply_seg *t, uint64_t key,
+			    struct apply_seg **l, struct apply_seg **r)
+{
+	if (!t) {
+		*l = *r = NULL;
+	} else if (t->start < key) {
+		apply_seg_split(t->right, key, &t->right, r);
+		*l = t;
+	} else {
+		apply_seg_split(t->left, key, l, &t->left);
+		*r = t;
+	}
+}
+
+/* Every key of l is below every key of r. */
+static struct apply_seg *apply_seg_merge(struct apply_seg *l,
+					 struct apply_seg *r)
+{
+	if (!l)
+		return r;
+	if (!r)
+		return l;
+	if (l->prio > r->prio) {
+		l->right = apply_seg_merge(l->right, r);
+		return l;
+	}
+	r->left = apply_seg_merge(l, r->left);
+	return r;
+}
+
+static struct apply_seg *apply_seg_last(struct apply_seg *t)
+{
+	while (t && t->right)
+		t = t->right;
+	return t;
+}
+
+/*
+ * Split the map into segments below start, inside [start, end) and from end
+ * on, splitting segments that straddle start or end.  Needs 2 reserved
+ * segments.
+ */
+static void apply_seg_cut(struct apply *a, uint64_t start, uint64_t end,
+			  struct apply_seg **ret_l, struct apply_seg **ret_m,
+			  struct apply_seg **ret_r)
+{
+	struct apply_seg *l, *m, *r, *p, *q;
+
+	apply_seg_split(a->segs, start, &l, &m);
+	apply_seg_split(m, end, &m, &r);
+	a->segs = NULL;
+
+	p = apply_seg_last(l);
+	if (p && p->end > start) {
+		/* p covers start, so nothing else starts in [start, p->end) */
+		q = apply_seg_new(a, start, p->end, p->owner);
+		p->end = start;
+		if (q->end > end) {
+			struct apply_seg *q2 = apply_seg_new(a, end, q->end, q->owner);
+
+			q->end = end;
+			r = apply_seg_merge(q2, r);
+		}
+		m = apply_seg_merge(q, m);
+	}
+	p = apply_seg_last(m);
+	if (p && p->end > end) {
+		q = apply_seg_new(a, end, p->end, p->owner);
+		p->end = end;
+		r = apply_seg_merge(q, r);
+	}
+	*ret_l = l;
+	*ret_m = m;
+	*ret_r = r;
+}
+
+/* Add an edge owner -> req for every distinct owner in t. */
+static int apply_seg_depend(struct apply *a, struct apply_seg *t,
+			    struct apply_req *req)
+{
+	struct apply_req *owner;
+	struct apply_edge *e;
+	int r;
+
+	if (!t)
+		return 0;
+	r = apply_seg_depend(a, t->left, req);
+	if (r < 0)
+		return r;
+	owner = t->owner;
+	if (owner->mark != a->mark) {
+		owner->mark = a->mark;
+		e = a->edge_free;
+		if (e)
+			a->edge_free = e->next;
+		else if (!(e = malloc(sizeof(*e))))
+			return -ENOMEM;
+		e->to = req;
+		e->next = owner->dependents;
+		owner->dependents = e;
+		req->nr_deps++;
+	}
+	return apply_seg_depend(a, t->right, req);
+}
+
+static void apply_seg_put_all(struct apply *a, struct apply_seg *t)
+{
+	if (!t)
+		return;
+	apply_seg_put_all(a, t->left);
+	apply_seg_put_all(a, t->right);
+	apply_seg_put(a, t);
+}
+
+static void apply_seg_free_all(struct apply_seg *t)
+{
+	if (!t)
+		return;
+	apply_seg_free_all(t->left);
+	apply_seg_free_all(t->right);
+	free(t);
+}
+
+/* Remove the segments of owner from t. */
+static struct apply_seg *apply_seg_remove(struct apply *a, struct apply_seg *t,
+					  const struct apply_req *owner)
+{
+	struct apply_seg *n;
+
+	if (!t)
+		return NULL;
+	t->left = apply_seg_remove(a, t->left, owner);
+	t->right = apply_seg_remove(a, t->right, owner);
+	if (t->owner != owner)
+		return t;
+	n = apply_seg_merge(t->left, t->right);
+	apply_seg_put(a, t);
+	return n;
+}
+
+/* Admission of an extent record: find what it waits for, take its extent. */
+static int apply_req_link(struct apply *a, struct apply_req *req)
+{
+	struct apply_seg *l, *m, *r;
+	int ret;
+
+	ret = apply_seg_reserve(a, 3);
+	if (ret < 0)
+		return ret;
+	apply_seg_cut(a, req->start, req->end, &l, &m, &r);
+	a->mark++;
+	ret = apply_seg_depend(a, m, req);
+	if (ret < 0) {
+		a->segs = apply_seg_merge(apply_seg_merge(l, m), r);
+		return ret;
+	}
+	apply_seg_put_all(a, m);
+	m = apply_seg_new(a, req->start, req->end, req);
+	a->segs = apply_seg_merge(apply_seg_merge(l, m), r);
+	req->linked = true;
+	return 0;
+}
+
+static void apply_ready_push(struct apply *a, struct apply_req *req)
+{
+	req->state = APPLY_REQ_READY;
+	req->link = NULL;
+	if (a->ready_tail)
+		a->ready_tail->link = req;
+	else
+		a->ready_head = req;
+	a->ready_tail = req;
+}
+
+/* The extent of req is free again: drop its segments, wake dependents. */
+static void apply_req_unlink(struct apply *a, struct apply_req *req)
+{
+	struct apply_seg *l, *m, *r;
+	struct apply_edge *e;
+
+	if (!req->linked)
+		return;
+	req->linked = false;
+	/* every segment of req starts inside its extent */
+	apply_seg_split(a->segs, req->start, &l, &m);
+	apply_seg_split(m, req->end, &m, &r);
+	m = apply_seg_remove(a, m, req);
+	a->segs = apply_seg_merge(apply_seg_merge(l, m), r);
+
+	while ((e = req->dependents)) {
+		struct apply_req *to = e->to;
+
+		req->dependents = e->next;
+		e->next = a->edge_free;
+		a->edge_free = e;
+		if (--to->nr_deps == 0 && to->state == APPLY_REQ_BLOCKED)
+			apply_ready_push(a, to);
+	}
+}
+
+/* ---- record life cycle --------------------------------------------------- */
+
+static void apply_req_free(struct apply *a, struct apply_req *req)
+{
+	struct apply_edge *e;
+
+	apply_buf_put(a, req->buf);
+	while ((e = req->dependents)) {
+		req->dependents = e->next;
+		free(e);
+	}
+	a->charge -= APPLY_REQ_CHARGE;
+	free(req);
+}
+
+/* Pop completed records from the FIFO head: this is what moves "written". */
+static void apply_retire(struct apply *a)
+{
+	struct apply_req *req;
+
+	while ((req = a->head) && req->state == APPLY_REQ_DONE) {
+		/* durable on its own, with everything below durable */
+		if (req->self_durable && a->durable == req->rec.seq)
+			a->durable = req->rec.seq + 1;
+		a->head = req->next;
+		if (!a->head)
+			a->tail = NULL;
+		apply_req_free(a, req);
+	}
+}
+
+static void apply_req_done(struct apply *a, struct apply_req *req)
+{
+	req->state = APPLY_REQ_DONE;
+	apply_req_unlink(a, req);	/* FUA fallback: unlinked already */
+	apply_buf_put(a, req->buf);
+	req->buf = NULL;
+	a->stats.records++;
+	switch (req->rec.op) {
+	case DM_REPL_OP_WRITE:
+		a->stats.writes++;
+		a->stats.bytes += (uint64_t)req->rec.nr_sectors << 9;
+		if (req->rec.flags & DM_REPL_F_FUA)
+			a->stats.fua++;
+		break;
+	case DM_REPL_OP_FLUSH:
+		a->stats.flushes++;
+		break;
+	case DM_REPL_OP_DISCARD:
+		a->stats.discards++;
+		break;
+	case DM_REPL_OP_WRITE_ZEROES:
+		a->stats.zeroes++;
+		break;
+	}
+}
+
+/* Admit held records, up to and including the next FLUSH. */
+static void apply_admit(struct apply *a)
+{
+	while (a->admit && !a->barrier && !a->error) {
+		struct apply_req *req = a->admit;
+		int r;
+
+		a->admit = req->next;
+		switch (req->rec.op) {
+		case DM_REPL_OP_FLUSH:
+			req->state = APPLY_REQ_BARRIER;
+			a->barrier = req;
+			break;
+		case DM_REPL_OP_GAP:
+			req->self_durable = true;
+			apply_req_done(a, req);
+			break;
+		default:
+			r = apply_req_link(a, req);
+			if (r < 0) {
+				apply_set_error(a, r);
+				return;
+			}
+			if (req->nr_deps)
+				req->state = APPLY_REQ_BLOCKED;
+			else
+				apply_ready_push(a, req);
+			break;
+		}
+	}
+	apply_retire(a);
+}
+
+/* ---- issuing ----------------------------------------------------------- */
+
+/* A checkpoint would be useful now (the timer aside). */
+static bool apply_sync_wanted(const struct apply *a)
+{
+	if (a->sync.busy || a->error)
+		return false;
+	/* a FLUSH record's fdatasync in flight does the job */
+	if (a->barrier && a->barrier->state == APPLY_REQ_INFLIGHT)
+		return false;
+	return a->fua_wait || apply_written(a) > a->durable;
+}
+
+static bool apply_sync_due(const struct apply *a, uint64_t now)
+{
+	return a->fua_wait || a->sync_now ||
+	       now - a->last_sync_ns >= a->checkpoint_ns;
+}
+
+static void apply_req_prep(struct apply *a, struct apply_req *req)
+{
+	struct apply_io *io = &req->io;
+	bool fua = req->rec.flags & DM_REPL_F_FUA;
+
+	*io = (struct apply_io) {
+		.seq = req->rec.seq,
+		.offset = req->rec.sector << 9,
+		.len = (uint64_t)req->rec.nr_sectors << 9,
+		.dsync = fua,
+	};
+	switch (req->rec.op) {
+	case DM_REPL_OP_WRITE:
+		io->op = APPLY_IO_WRITE;
+		io->buf = req->buf->data;
+		io->dsync = fua && !a->no_dsync;
+		break;
+	case DM_REPL_OP_DISCARD:
+		io->op = APPLY_IO_DISCARD;
+		break;
+	case DM_REPL_OP_WRITE_ZEROES:
+		io->op = APPLY_IO_ZEROES;
+		break;
+	case DM_REPL_OP_FLUSH:
+		io->op = APPLY_IO_FDSYNC;
+		io->offset = io->len = 0;
+		io->dsync = false;
+		break;
+	}
+	req->state = APPLY_REQ_INFLIGHT;
+}
+
+/* Lowest record not written (SYNCWAIT counts as written: a sync covers it). */
+static uint64_t apply_sync_upto(const struct apply *a)
+{
+	const struct apply_req *req = a->head;
+
+	while (req && (req->state == APPLY_REQ_DONE ||
+		       req->state == APPLY_REQ_SYNCWAIT))
+		req = req->next;
+	return req ? req->rec.seq : a->received;
+}
+
+static void apply_batch_submit(struct apply *a, int n)
+{
+	int done = 0;
+
+	while (done < n) {
+		struct apply_io *io;
+		int r = a->be->ops->submit(a->be, a->batch + done, n - done);
+
+		if (r > 0) {
+			a->in_flight += (unsigned int)r;
+			done += r;
+			continue;
+		}
+		if (r == 0)
+			r = -EAGAIN;
+		io = a->batch[done];
+		if (io->op == APPLY_IO_WRITE && io->dsync &&
+		    (r == -EINVAL || r == -EOPNOTSUPP)) {
+			/* no RWF_DSYNC: FUA becomes write + fdatasync */
+			a->no_dsync = true;
+			a->stats.fua_fallback = true;
+			for (int i = done; i < n; i++)
+				if (a->batch[i]->op == APPLY_IO_WRITE)
+					a->batch[i]->dsync = false;
+			continue;
+		}
+		/* the rest stays unstarted: nothing is issued any more */
+		apply_set_error(a, r);
+		return;
+	}
+}
+
+static void apply_issue(struct apply *a)
+{
+	unsigned int room;
+	uint64_t now;
+	int n = 0;
+
+	if (a->error || a->in_flight >= a->depth)
+		return;
+	room = a->depth - a->in_flight;
+	now = apply_now_ns();
+
+	/* the barrier, once every earlier record has completed */
+	if (a->barrier && a->barrier->state == APPLY_REQ_BARRIER &&
+	    a->head == a->barrier) {
+		apply_req_prep(a, a->barrier);
+		a->batch[n++] = &a->barrier->io;
+		a->last_sync_ns = now;
+	}
+	/* a checkpoint, not a barrier (not needed if the barrier just went) */
+	if ((unsigned int)n < room && apply_sync_wanted(a) &&
+	    apply_sync_due(a, now)) {
+		a->sync.io = (struct apply_io) {
+			.op = APPLY_IO_FDSYNC, .seq = APPLY_IO_NO_SEQ,
+		};
+		a->sync.busy = true;
+		a->sync.upto = apply_sync_upto(a);
+		a->sync.covered = a->fua_wait;
+		a->fua_wait = NULL;
+		a->batch[n++] = &a->sync.io;
+		a->last_sync_ns = now;
+	}
+	while ((unsigned int)n < room && a->ready_head) {
+		struct apply_req *req = a->ready_head;
+
+		a->ready_head = req->link;
+		if (!a->ready_head)
+			a->ready_tail = NULL;
+		apply_req_prep(a, req);
+		a->batch[n++] = &req->io;
+	}
+	if (n)
+		apply_batch_submit(a, n);
+}
+
+/* ---- completions --------------------------------------------------------- */
+
+static void apply_sync_complete(struct apply *a, struct apply_io *io)
+{
+	struct apply_req *req;
+	uint64_t written;
+
+	a->sync.busy = false;
+	if (io->res < 0) {
+		apply_set_error(a, (int)io->res);
+		return;
+	}
+	while ((req = a->sync.covered)) {
+		a->sync.covered = req->link;
+		req->self_durable = true;
+		apply_req_done(a, req);
+	}
+	apply_retire(a);
+	written = apply_written(a);
+	if (a->sync.upto > a->durable)
+		a->durable = a->sync.upto < written ? a->sync.upto : written;
+	a->stats.checkpoints++;
+}
+
+static void apply_io_complete(struct apply *a, struct apply_io *io)
+{
+	struct apply_req *req;
+
+	a->in_flight--;
+	if (io == &a->sync.io) {
+		apply_sync_complete(a, io);
+		return;
+	}
+	req = apply_container_of(io, struct apply_req, io);
+	if (io->res < 0) {
+		/* the record stays incomplete: "written" never passes it */
+		apply_set_error(a, (int)io->res);
+		return;
+	}
+	if (io->op == APPLY_IO_WRITE && (uint64_t)io->res != io->len) {
+		apply_set_error(a, -EIO);
+		return;
+	}
+
+	switch (req->rec.op) {
+	case DM_REPL_OP_FLUSH:
+		/* everything before it completed before it was issued */
+		req->self_durable = true;
+		apply_req_done(a, req);
+		a->barrier = NULL;
+		if (a->durable < req->rec.seq + 1)
+			a->durable = req->rec.seq + 1;
+		break;
+	default:
+		if ((req->rec.flags & DM_REPL_F_FUA) && !io->dsync) {
+			/* on the device, not durable: free the extent, wait for a sync */
+			apply_req_unlink(a, req);
+			apply_buf_put(a, req->buf);
+			req->buf = NULL;
+			req->state = APPLY_REQ_SYNCWAIT;
+			req->link = a->fua_wait;
+			a->fua_wait = req;
+			break;
+		}
+		req->self_durable = io->dsync;
+		apply_req_done(a, req);
+		break;
+	}
+}
+
+static void apply_reap(struct apply *a)
+{
+	for (;;) {
+		int n = a->be->ops->reap(a->be, a->reaped, (int)a->depth);
+
+		if (n < 0) {
+			apply_set_error(a, n);
+			return;
+		}
+		for (int i = 0; i < n; i++)
+			apply_io_complete(a, a->reaped[i]);
+		if (n < (int)a->depth)
+			break;
+	}
+	apply_retire(a);
+}
+
+/* ---- public API ------------------------------------------------------------ */
+
+void apply_config_init(struct apply_config *cfg)
+{
+	*cfg = (struct apply_config) {
+		.queue_depth = APPLY_QUEUE_DEPTH_DEFAULT,
+		.checkpoint_ms = APPLY_CHECKPOINT_MS_DEFAULT,
+		.max_buffer_bytes = APPLY_MAX_BUFFER_BYTES_DEFAULT,
+	};
+}
+
+static int apply_config_check(const struct apply_config *cfg)
+{
+	if (cfg->queue_depth < 1 || cfg->queue_depth > APPLY_QUEUE_DEPTH_MAX)
+		return -EINVAL;
+	if (cfg->max_buffer_bytes == 0)
+		return -EINVAL;
+	if (cfg->block_size &&
+	    (!apply_is_pow2(cfg->block_size) ||
+	     cfg->block_size < APPLY_BLOCK_MIN ||
+	     cfg->block_size > APPLY_BLOCK_MAX))
+		return -EINVAL;
+	return 0;
+}
+
+int apply_new_backend(struct apply_backend *be, uint64_t dev_sectors,
+		      unsigned int block_size, const struct apply_config *cfg,
+		      struct apply **ret)
+{
+	struct apply_config c;
+	struct apply *a;
+	int r;
+
+	if (cfg)
+		c = *cfg;
+	else
+		apply_config_init(&c);
+	r = apply_config_check(&c);
+	if (r < 0)
+		return r;
+	if (!be || !be->ops || !be->ops->submit || !be->ops->reap ||
+	    !be->ops->wait || !be->ops->free)
+		return -EINVAL;
+	if (!apply_is_pow2(block_size) || block_size < APPLY_BLOCK_MIN ||
+	    block_size > APPLY_BLOCK_MAX)
+		return -EINVAL;
+	if (dev_sectors == 0 || dev_sectors > (UINT64_MAX >> 10))
+		return -EINVAL;
+
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->batch = calloc(c.queue_depth, sizeof(*a->batch));
+	a->reaped = calloc(c.queue_depth, sizeof(*a->reaped));
+	if (!a->batch || !a->reaped) {
+		free(a->batch);
+		free(a->reaped);
+		free(a);
+		return -ENOMEM;
+	}
+	a->be = be;
+	a->dev_sectors = dev_sectors;
+	a->block_size = block_size;
+	a->block_sectors = block_size >> 9;
+	a->depth = c.queue_depth;
+	a->checkpoint_ns = (uint64_t)c.checkpoint_ms * 1000000ULL;
+	a->max_charge = c.max_buffer_bytes;
+	a->rng = 0x9e3779b97f4a7c15ULL ^ (uintptr_t)a;
+	a->last_sync_ns = apply_now_ns();
+	*ret = a;
+	return 0;
+}
+
+void apply_free(struct apply *a)
+{
+	struct apply_req *req;
+	struct apply_edge *e;
+	struct apply_seg *s;
+
+	if (!a)
+		return;
+	/* first: nothing may be in flight when buffers go away */
+	a->be->ops->free(a->be);
+	while ((req = a->head)) {
+		a->head = req->next;
+		apply_req_free(a, req);
+	}
+	apply_seg_free_all(a->segs);
+	while ((s = a->seg_free)) {
+		a->seg_free = s->right;
+		free(s);
+	}
+	while ((e = a->edge_free)) {
+		a->edge_free = e->next;
+		free(e);
+	}
+	free(a->batch);
+	free(a->reaped);
+	free(a);
+}
+
+void apply_freep(struct apply **ap)
+{
+	apply_free(*ap);
+	*ap = NULL;
+}
+
+int apply_set_seq(struct apply *a, uint64_t seq)
+{
+	if (apply_busy(a))
+		return -EBUSY;
+	if (seq == UINT64_MAX)
+		return -EINVAL;
+	a->received = seq;
+	a->durable = seq;
+	a->epoch_known = false;
+	a->after_flush = false;
+	return 0;
+}
+
+int apply_buf_get(struct apply *a, size_t len, struct apply_buf **ret)
+{
+	struct apply_buf *buf;
+	size_t charge;
+	void *data;
+
+	if (len == 0 || len > APPLY_BUF_MAX)
+		return -EINVAL;
+	charge = (len + 511) & ~(size_t)511;
+	if (a->charge && a->charge + charge > a->max_charge)
+		return -EAGAIN;
+	buf = malloc(sizeof(*buf));
+	if (!buf)
+		return -ENOMEM;
+	if (posix_memalign(&data, a->block_size, charge)) {
+		free(buf);
+		return -ENOMEM;
+	}
+	*buf = (struct apply_buf) { .data = data, .len = len, .charge = charge };
+	a->charge += charge;
+	*ret = buf;
+	return 0;
+}
+
+void apply_buf_put(struct apply *a, struct apply_buf *buf)
+{
+	if (!buf)
+		return;
+	a->charge -= buf->charge;
+	free(buf->data);
+	free(buf);
+}
+
+bool apply_full(const struct apply *a)
+{
+	return a->charge >= a->max_charge;
+}
+
+static int apply_rec_check(const struct apply *a, const struct apply_rec *rec,
+			   const struct apply_buf *payload)
+{
+	if (rec->seq != a->received || rec->seq == UINT64_MAX)
+		return -EINVAL;
+	if (rec->flags & ~(DM_REPL_F_FUA | DM_REPL_F_SYNC))
+		return -EINVAL;
+	if (a->epoch_known &&
+	    (rec->epoch < a->epoch || (a->after_flush && rec->epoch == a->epoch)))
+		return -EINVAL;
+
+	switch (rec->op) {
+	case DM_REPL_OP_WRITE:
+		if (!payload ||
+		    payload->len < (uint64_t)rec->nr_sectors << 9)
+			return -EINVAL;
+		break;
+	case DM_REPL_OP_DISCARD:
+	case DM_REPL_OP_WRITE_ZEROES:
+		if (payload)
+			return -EINVAL;
+		break;
+	case DM_REPL_OP_FLUSH:
+	case DM_REPL_OP_GAP:
+		if (payload || rec->sector || rec->nr_sectors)
+			return -EINVAL;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+	if (rec->nr_sectors == 0 || rec->nr_sectors > a->dev_sectors ||
+	    rec->sector > a->dev_sectors - rec->nr_sectors)
+		return -EINVAL;
+	return 0;
+}
+
+int apply_submit(struct apply *a, const struct apply_rec *rec,
+		 struct apply_buf *payload)
+{
+	struct apply_req *req;
+	int r;
+
+	r = a->error;
+	if (r < 0)
+		goto put_payload;
+	r = apply_rec_check(a, rec, payload);
+	if (r < 0)
+		goto put_payload;
+	req = calloc(1, sizeof(*req));
+	if (!req) {
+		r = -ENOMEM;
+		goto put_payload;
+	}
+	req->rec = *rec;
+	req->buf = payload;
+	req->state = APPLY_REQ_HELD;
+	if (rec->nr_sectors) {
+		uint64_t mask = a->block_sectors - 1;
+
+		req->start = rec->sector & ~mask;
+		req->end = (rec->sector + rec->nr_sectors + mask) & ~mask;
+	}
+	a->charge += APPLY_REQ_CHARGE;
+	if (a->tail)
+		a->tail->next = req;
+	else
+		a->head = req;
+	a->tail = req;
+	if (!a->admit)
+		a->admit = req;
+	a->received = rec->seq + 1;
+	a->epoch = rec->epoch;
+	a->epoch_known = true;
+	a->after_flush = rec->op == DM_REPL_OP_FLUSH;
+
+	apply_admit(a);
+	return a->error;
+
+put_payload:
+	apply_buf_put(a, payload);
+	return r;
+}
+
+int apply_run(struct apply *a)
+{
+	uint64_t v;
+
+	if (a->be->event_fd >= 0)
+		while (read(a->be->event_fd, &v, sizeof(v)) == sizeof(v))
+			;
+	apply_reap(a);
+	apply_admit(a);
+	apply_issue(a);
+	return a->error;
+}
+
+int apply_fd(const struct apply *a)
+{
+	return a->be->event_fd;
+}
+
+int apply_timeout_ms(const struct apply *a)
+{
+	uint64_t now, due;
+
+	if (!apply_sync_wanted(a) || a->in_flight >= a->depth)
+		return -1;
+	now = apply_now_ns();
+	if (apply_sync_due(a, now))
+		return 0;
+	due = a->last_sync_ns + a->checkpoint_ns;
+	if ((due - now) / 1000000ULL >= INT_MAX)
+		return INT_MAX;
+	return (int)((due - now + 999999ULL) / 1000000ULL);
+}
+
+bool apply_busy(const struct apply *a)
+{
+	return a->head || a->in_flight;
+}
+
+int apply_drain(struct apply *a, int timeout_ms)
+{
+	uint64_t deadline = 0;
+	int r;
+
+	if (timeout_ms >= 0)
+		deadline = apply_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	a->sync_now = true;
+	for (;;) {
+		int wait_ms = -1;
+
+		r = apply_run(a);
+		if (r < 0)
+			break;
+		if (!apply_busy(a) && a->durable == a->received)
+			break;
+		if (timeout_ms >= 0) {
+			uint64_t now = apply_now_ns();
+
+			if (now >= deadline) {
+				r = -ETIMEDOUT;
+				break;
+			}
+			wait_ms = (int)((deadline - now + 999999ULL) / 1000000ULL);
+		}
+		r = a->be->ops->wait(a->be, wait_ms);
+		if (r < 0 && r != -EINTR)
+			break;
+	}
+	a->sync_now = false;
+	return r;
+}
+
+void apply_progress(const struct apply *a, struct apply_progress *ret)
+{
+	*ret = (struct apply_progress) {
+		.received = a->received,
+		.written = apply_written(a),
+		.durable = a->durable,
+	};
+}
+
+void apply_get_stats(const struct apply *a, struct apply_stats *ret)
+{
+	*ret = a->stats;
+	ret->queued = a->received - apply_written(a);
+	ret->buffer_bytes = a->charge;
+	ret->in_flight = a->in_flight;
+	ret->queue_depth = a->depth;
+	ret->block_size = a->block_size;
+	ret->fua_fallback = a->no_dsync;
+}
+
+/* ---- the libaio backend ---------------------------------------------------- */
+
+#define APPLY_BOUNCE_BYTES	(1U << 20)
+
+struct apply_aio {
+	struct apply_backend be;
+	int fd;
+	bool blkdev;
+	unsigned int block_size;
+	unsigned int depth;
+	io_context_t ctx;
+	bool ctx_set;
+	struct iocb *iocbs;		/* depth */
+	struct iocb **iocb_free;	/* depth */
+	unsigned int nr_iocb_free;
+	struct iocb **vec;		/* depth */
+	struct io_event *events;	/* depth */
+	unsigned int aio_in_flight;
+	bool fsync_in_worker;		/* IOCB_CMD_FDSYNC refused */
+	bool nowait;			/* files: RWF_NOWAIT, blocking ones to the worker */
+	uint64_t nr_punted;		/* writes that would have blocked */
+
+	/* the worker thread: everything below lock is shared with it */
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct apply_io *work_head, *work_tail;
+	struct apply_io *done_head, *done_tail;
+	bool stop;
+
+	/* worker only */
+	void *bounce;			/* APPLY_BOUNCE_BYTES, block-aligned */
+	bool discard_noop;		/* discard unsupported: nothing to do */
+	bool zeroes_write;		/* zeroing unsupported: write zeroes */
+};
+
+static void apply_io_append(struct apply_io **head, struct apply_io **tail,
+			    struct apply_io *io)
+{
+	io->be_next = NULL;
+	if (*tail)
+		(*tail)->be_next = io;
+	else
+		*head = io;
+	*tail = io;
+}
+
+static bool apply_aio_takes(const struct apply_aio *x, const struct apply_io *io)
+{
+	uint64_t mask = x->block_size - 1;
+
+	switch (io->op) {
+	case APPLY_IO_WRITE:
+		return !((io->offset | io->len | (uintptr_t)io->buf) & mask);
+	case APPLY_IO_FDSYNC:
+		return !x->fsync_in_worker;
+	default:
+		return false;
+	}
+}
+
+static void apply_aio_prep(struct apply_aio *x, struct apply_io *io,
+			   struct iocb *cb)
+{
+	if (io->op == APPLY_IO_WRITE) {
+		io_prep_pwrite(cb, x->fd, io->buf, io->len, (long long)io->offset);
+		if (io->dsync)
+			cb->aio_rw_flags |= RWF_DSYNC;
+		if (x->nowait)
+			cb->aio_rw_flags |= RWF_NOWAIT;
+	} else {
+		io_prep_fdsync(cb, x->fd);
+	}
+	/* io_prep_* wiped the iocb */
+	cb->data = io;
+	io_set_eventfd(cb, x->be.event_fd);
+	io->be_priv = cb;
+}
+
+static int apply_aio_submit(struct apply_backend *be, struct apply_io **ios,
+			    int n)
+{
+	struct apply_aio *x = apply_container_of(be, struct apply_aio, be);
+	int i = 0;
+
+	while (i < n) {
+		int k = 0, r;
+
+		while (i + k < n && apply_aio_takes(x, ios[i + k])) {
+			struct iocb *cb = x->iocb_free[--x->nr_iocb_free];
+
+			apply_aio_prep(x, ios[i + k], cb);
+			x->vec[k++] = cb;
+		}
+		if (k) {
+			r = io_submit(x->ctx, k, x->vec);
+			if (r <= 0) {
+				while (k)
+					x->iocb_free[x->nr_iocb_free++] = x->vec[--k];
+				if (r == -EINVAL && ios[i]->op == APPLY_IO_FDSYNC &&
+				    !x->fsync_in_worker) {
+					/* no aio fsync for this file: the worker does it */
+					x->fsync_in_worker = true;
+					continue;
+				}
+				if ((r == -EINVAL || r == -EOPNOTSUPP) && x->nowait &&
+				    ios[i]->op == APPLY_IO_WRITE) {
+					/* no RWF_NOWAIT here: writes may block io_submit() */
+					x->nowait = false;
+					continue;
+				}
+				if (r == 0)
+					r = -EAGAIN;
+				return i ? i : r;
+			}
+			for (int j = r; j < k; j++)
+				x->iocb_free[x->nr_iocb_free++] = x->vec[j];
+			x->aio_in_flight += (unsigned int)r;
+			i += r;
+			if (r < k)
+				return i;	/* the caller learns why from the next call */
+			continue;
+		}
+		pthread_mutex_lock(&x->lock);
+		while (i < n && !apply_aio_takes(x, ios[i]))
+			apply_io_append(&x->work_head, &x->work_tail, ios[i++]);
+		pthread_cond_signal(&x->cond);
+		pthread_mutex_unlock(&x->lock);
+	}
+	return n;
+}
+
+static int apply_aio_reap(struct apply_backend *be, struct apply_io **ret,
+			  int max)
+{
+	struct apply_aio *x = apply_container_of(be, struct apply_aio, be);
+	int n = 0;
+
+	pthread_mutex_lock(&x->lock);
+	while (n < max && x->done_head) {
+		ret[n++] = x->done_head;
+		x->done_head = x->done_head->be_next;
+	}
+	if (!x->done_head)
+		x->done_tail = NULL;
+	pthread_mutex_unlock(&x->lock);
+
+	if (n < max && x->aio_in_flight) {
+		struct timespec ts = { 0, 0 };
+		int r = io_getevents(x->ctx, 0, max - n, x->events, &ts);
+
+		if (r < 0 && r != -EINTR)
+			return n ? n : r;
+		for (int j = 0; j < r; j++) {
+			struct apply_io *io = x->events[j].data;
+			struct iocb *cb = io->be_priv;
+			long res = (long)x->events[j].res;
+			bool punt = res == -EAGAIN && (cb->aio_rw_flags & RWF_NOWAIT);
+
+			/* a short write: the worker writes it all again */
+			if (io->op == APPLY_IO_WRITE && res >= 0 && (uint64_t)res < io->len)
+				punt = true;
+			x->iocb_free[x->nr_iocb_free++] = cb;
+			x->aio_in_flight--;
+			if (punt) {
+				/* it would have blocked (or was cut short): the worker does it */
+				x->nr_punted++;
+				pthread_mutex_lock(&x->lock);
+				apply_io_append(&x->work_head, &x->work_tail, io);
+				pthread_cond_signal(&x->cond);
+				pthread_mutex_unlock(&x->lock);
+				continue;
+			}
+			io->res = (long)x->events[j].res;
+			ret[n++] = io;
+		}
+	}
+	return n;
+}
+
+static int apply_aio_wait(struct apply_backend *be, int timeout_ms)
+{
+	struct pollfd p = { .fd = be->event_fd, .events = POLLIN };
+	int r = poll(&p, 1, timeout_ms);
+
+	return r < 0 ? -errno : r;
+}
+
+static int apply_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t r = pread(fd, (char *)buf + done, len - done,
+				  (off_t)(off + done));
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0) {
+			/* beyond the end of a file: zeroes */
+			memset((char *)buf + done, 0, len - done);
+			break;
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int apply_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t r = pwrite(fd, (const char *)buf + done, len - done,
+				   (off_t)(off + done));
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Write len bytes from src (NULL: zeroes) at off through the bounce buffer,
+ * with read-modify-write of partial blocks.  The engine keeps the extent,
+ * rounded out to whole blocks, free of other operations.
+ */
+static int apply_aio_span(struct apply_aio *x, uint64_t off, uint64_t len,
+			  const uint8_t *src)
+{
+	uint64_t bs = x->block_size;
+	uint8_t *b = x->bounce;
+	int r;
+
+	while (len) {
+		uint64_t head = off % bs, n, wlen, woff;
+
+		if (head || len < bs) {
+			woff = off - head;
+			wlen = bs;
+			n = bs - head < len ? bs - head : len;
+			r = apply_pread_full(x->fd, b, bs, woff);
+			if (r < 0)
+				return r;
+			if (src)
+				memcpy(b + head, src, n);
+			else
+				memset(b + head, 0, n);
+		} else {
+			woff = off;
+			n = len - len % bs;
+			if (n > APPLY_BOUNCE_BYTES)
+				n = APPLY_BOUNCE_BYTES;
+			wlen = n;
+			if (src)
+				memcpy(b, src, n);
+			else
+				memset(b, 0, n);
+		}
+		r = apply_pwrite_full(x->fd, b, wlen, woff);
+		if (r < 0)
+			return r;
+		off += n;
+		len -= n;
+		if (src)
+			src += n;
+	}
+	return 0;
+}
+
+static bool apply_unsupported(int r)
+{
+	return r == -EOPNOTSUPP || r == -ENOTTY || r == -ENOSYS;
+}
+
+static int apply_aio_discard(struct apply_aio *x, const struct apply_io *io)
+{
+	int r;
+
+	if (x->discard_noop)
+		return 0;
+	if (x->blkdev) {
+		uint64_t bs = x->block_size;
+		uint64_t start = (io->offset + bs - 1) / bs * bs;
+		uint64_t end = (io->offset + io->len) / bs * bs;
+		uint64_t range[2] = { start, end - start };
+
+		/* only whole blocks: a discard guarantees nothing anyway */
+		if (end <= start)
+			return 0;
+		r = ioctl(x->fd, BLKDISCARD, range);
+	} else {
+		r = fallocate(x->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)io->offset, (off_t)io->len);
+	}
+	if (r == 0)
+		return 0;
+	r = -errno;
+	if (apply_unsupported(r)) {
+		x->discard_noop = true;
+		return 0;
+	}
+	return r;
+}
+
+static int apply_aio_zeroes(struct apply_aio *x, const struct apply_io *io)
+{
+	int r = 0;
+
+	if (!x->zeroes_write) {
+		uint64_t mask = x->block_size - 1;
+
+		if (x->blkdev && ((io->offset | io->len) & mask))
+			return apply_aio_span(x, io->offset, io->len, NULL);
+		if (x->blkdev) {
+			uint64_t range[2] = { io->offset, io->len };
+
+			r = ioctl(x->fd, BLKZEROOUT, range);
+		} else {
+			r = fallocate(x->fd, FALLOC_FL_ZERO_RANGE,
+				      (off_t)io->offset, (off_t)io->len);
+		}
+		if (r == 0)
+			return 0;
+		r = -errno;
+		if (!apply_unsupported(r))
+			return r;
+		x->zeroes_write = true;
+	}
+	return apply_aio_span(x, io->offset, io->len, NULL);
+}
+
+static int64_t apply_aio_work(struct apply_aio *x, struct apply_io *io)
+{
+	int64_t res = 0;
+	int r = 0;
+
+	switch (io->op) {
+	case APPLY_IO_WRITE:
+		if (!((io->offset | io->len | (uintptr_t)io->buf) & (x->block_size - 1)))
+			r = apply_pwrite_full(x->fd, io->buf, io->len, io->offset);
+		else
+			r = apply_aio_span(x, io->offset, io->len, io->buf);
+		res = (int64_t)io->len;
+		break;
+	case APPLY_IO_FDSYNC:
+		r = fdatasync(x->fd) < 0 ? -errno : 0;
+		break;
+	case APPLY_IO_DISCARD:
+		r = apply_aio_discard(x, io);
+		break;
+	case APPLY_IO_ZEROES:
+		r = apply_aio_zeroes(x, io);
+		break;
+	default:
+		r = -EINVAL;
+		break;
+	}
+	if (r == 0 && io->dsync && io->op != APPLY_IO_FDSYNC)
+		r = fdatasync(x->fd) < 0 ? -errno : 0;
+	return r < 0 ? r : res;
+}
+
+static void *apply_aio_worker(void *arg)
+{
+	struct apply_aio *x = arg;
+	static const uint64_t one = 1;
+
+	pthread_mutex_lock(&x->lock);
+	for (;;) {
+		struct apply_io *io;
+
+		while (!x->work_head && !x->stop)
+			pthread_cond_wait(&x->cond, &x->lock);
+		if (x->stop)
+			break;
+		io = x->work_head;
+		x->work_head = io->be_next;
+		if (!x->work_head)
+			x->work_tail = NULL;
+		pthread_mutex_unlock(&x->lock);
+
+		io->res = apply_aio_work(x, io);
+
+		pthread_mutex_lock(&x->lock);
+		apply_io_append(&x->done_head, &x->done_tail, io);
+		pthread_mutex_unlock(&x->lock);
+		/* EAGAIN only if the counter would overflow: readable anyway */
+		if (write(x->be.event_fd, &one, sizeof(one)) < 0) {
+		}
+		pthread_mutex_lock(&x->lock);
+	}
+	pthread_mutex_unlock(&x->lock);
+	return NULL;
+}
+
+static void apply_aio_free(struct apply_backend *be)
+{
+	struct apply_aio *x = apply_container_of(be, struct apply_aio, be);
+
+	if (x->thread_started) {
+		pthread_mutex_lock(&x->lock);
+		x->stop = true;
+		pthread_cond_signal(&x->cond);
+		pthread_mutex_unlock(&x->lock);
+		pthread_join(x->thread, NULL);
+	}
+	/* io_destroy() waits for every iocb in flight */
+	if (x->ctx_set)
+		io_destroy(x->ctx);
+	if (x->be.event_fd >= 0)
+		close(x->be.event_fd);
+	pthread_cond_destroy(&x->cond);
+	pthread_mutex_destroy(&x->lock);
+	free(x->bounce);
+	free(x->iocbs);
+	free(x->iocb_free);
+	free(x->vec);
+	free(x->events);
+	free(x);
+}
+
+static const struct apply_backend_ops apply_aio_ops = {
+	.submit = apply_aio_submit,
+	.reap = apply_aio_reap,
+	.wait = apply_aio_wait,
+	.free = apply_aio_free,
+};
+
+static int apply_aio_new(int fd, bool blkdev, unsigned int block_size,
+			 unsigned int depth, struct apply_backend **ret)
+{
+	sigset_t all, old;
+	struct apply_aio *x;
+	int r;
+
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->be.ops = &apply_aio_ops;
+	x->be.event_fd = -1;
+	x->fd = fd;
+	x->blkdev = blkdev;
+	/*
+	 * On a file system, io_submit() of a direct write can block for long
+	 * (block allocation, unwritten extents, the journal): ask for
+	 * -EAGAIN instead and let the worker do those.  Block devices only
+	 * block on request allocation, briefly.
+	 */
+	x->nowait = !blkdev;
+	x->block_size = block_size;
+	x->depth = depth;
+	pthread_mutex_init(&x->lock, NULL);
+	pthread_cond_init(&x->cond, NULL);
+
+	r = -ENOMEM;
+	x->iocbs = calloc(depth, sizeof(*x->iocbs));
+	x->iocb_free = calloc(depth, sizeof(*x->iocb_free));
+	x->vec = calloc(depth, sizeof(*x->vec));
+	x->events = calloc(depth, sizeof(*x->events));
+	if (!x->iocbs || !x->iocb_free || !x->vec || !x->events)
+		goto free_aio;
+	for (unsigned int i = 0; i < depth; i++)
+		x->iocb_free[i] = &x->iocbs[i];
+	x->nr_iocb_free = depth;
+	if (posix_memalign(&x->bounce, block_size, APPLY_BOUNCE_BYTES)) {
+		x->bounce = NULL;
+		goto free_aio;
+	}
+
+	x->be.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (x->be.event_fd < 0) {
+		r = -errno;
+		goto free_aio;
+	}
+	memset(&x->ctx, 0, sizeof(x->ctx));	/* io_setup() wants it zeroed */
+	r = io_setup((int)depth, &x->ctx);
+	if (r < 0)
+		goto free_aio;
+	x->ctx_set = true;
+
+	/* the worker takes no signals: the daemon handles them elsewhere */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&x->thread, NULL, apply_aio_worker, x);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0)
+		goto free_aio;
+	x->thread_started = true;
+	*ret = &x->be;
+	return 0;
+
+free_aio:
+	apply_aio_free(&x->be);
+	return r;
+}
+
+/* The logical block size to use for fd, and whether it is a block device. */
+static int apply_fd_geometry(int fd, uint64_t dev_sectors, bool *ret_blkdev,
+			     unsigned int *ret_block_size)
+{
+	unsigned int bs = 4096;
+	struct stat st;
+	int flags;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0)
+		return -errno;
+	if (!(flags & O_DIRECT) || (flags & O_ACCMODE) == O_RDONLY)
+		return -EINVAL;
+
+	if (S_ISBLK(st.st_mode)) {
+		uint64_t bytes;
+		int lbs;
+
+		if (ioctl(fd, BLKSSZGET, &lbs) < 0)
+			return -errno;
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
+			return -errno;
+		if (bytes >> 9 < dev_sectors)
+			return -ENOSPC;
+		if (lbs < 512 || !apply_is_pow2((uint64_t)lbs))
+			return -EINVAL;
+		bs = (unsigned int)lbs;
+	} else if (S_ISREG(st.st_mode)) {
+#ifdef STATX_DIOALIGN
+		struct statx stx;
+
+		if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+		    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+			bs = stx.stx_dio_offset_align;
+			if (stx.stx_dio_mem_align > bs)
+				bs = stx.stx_dio_mem_align;
+			if (bs < 512)
+				bs = 512;
+		}
+#endif
+	} else {
+		return -EINVAL;
+	}
+	if (!apply_is_pow2(bs) || bs > APPLY_BLOCK_MAX)
+		return -EINVAL;
+	*ret_blkdev = S_ISBLK(st.st_mode);
+	*ret_block_size = bs;
+	return 0;
+}
+
+int apply_new(int fd, uint64_t dev_sectors, const struct apply_config *cfg,
+	      struct apply **ret)
+{
+	struct apply_backend *be = NULL;
+	struct apply_config c;
+	unsigned int bs;
+	bool blkdev;
+	int r;
+
+	if (cfg)
+		c = *cfg;
+	else
+		apply_config_init(&c);
+	r = apply_config_check(&c);
+	if (r < 0)
+		return r;
+	if (dev_sectors == 0 || dev_sectors > (UINT64_MAX >> 10))
+		return -EINVAL;
+	r = apply_fd_geometry(fd, dev_sectors, &blkdev, &bs);
+	if (r < 0)
+		return r;
+	/* a configured block size can only make things coarser */
+	if (c.block_size > bs)
+		bs = c.block_size;
+
+	r = apply_aio_new(fd, blkdev, bs, c.queue_depth, &be);
+	if (r < 0)
+		return r;
+	r = apply_new_backend(be, dev_sectors, bs, &c, ret);
+	if (r < 0)
+		be->ops->free(be);
+	return r;
+}
