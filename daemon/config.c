@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * repl.conf(5) with libconfig: a strict reader.  Unknown settings are
+ * errors (a typo must not silently fall back to a default), every value is
+ * range-checked, names are restricted to [A-Za-z0-9._-].
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libconfig.h>
+
+#include "config.h"
+
+struct cfg_ctx {
+	const char *path;
+	char *err;
+	size_t errlen;
+};
+
+__attribute__((format(printf, 3, 4)))
+static int cfg_fail(struct cfg_ctx *x, const config_setting_t *s, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (s && config_setting_source_line(s))
+		snprintf(x->err, x->errlen, "%s:%u: %s", x->path,
+			 config_setting_source_line(s), msg);
+	else
+		snprintf(x->err, x->errlen, "%s: %s", x->path, msg);
+	return -EINVAL;
+}
+
+bool config_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > CONFIG_NAME_MAX)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-'))
+			return false;
+	return true;
+}
+
+const char *peer_mode_name(enum peer_mode mode)
+{
+	switch (mode) {
+	case PEER_ASYNC:
+		return "async";
+	case PEER_SEMI_SYNC:
+		return "semi-sync";
+	case PEER_SYNC:
+		return "sync";
+	}
+	return "?";
+}
+
+int peer_mode_parse(const char *s, enum peer_mode *ret)
+{
+	if (!strcmp(s, "async"))
+		*ret = PEER_ASYNC;
+	else if (!strcmp(s, "semi-sync"))
+		*ret = PEER_SEMI_SYNC;
+	else if (!strcmp(s, "sync"))
+		*ret = PEER_SYNC;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *role_name(enum repl_role role)
+{
+	return role == ROLE_PRIMARY ? "primary" : role == ROLE_SECONDARY ? "secondary" : "?";
+}
+
+/* "host:port", "[v6]:port" or, passive only, ":port" / "port" (any address) */
+int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP };
+	struct addrinfo *res = NULL;
+	char host[256], port[16];
+	const char *colon;
+	struct config_addr a;
+	size_t hl;
+	int r;
+
+	if (strlen(text) >= sizeof(a.text))
+		return -ENAMETOOLONG;
+	if (text[0] == '[') {
+		const char *end = strchr(text, ']');
+
+		if (!end || end[1] != ':')
+			return -EINVAL;
+		hl = (size_t)(end - text - 1);
+		colon = end + 1;
+		memcpy(host, text + 1, hl);
+	} else {
+		colon = strrchr(text, ':');
+		if (!colon) {
+			if (!passive)
+				return -EINVAL;
+			colon = text - 1;	/* the whole text is the port */
+			hl = 0;
+		} else {
+			hl = (size_t)(colon - text);
+			if (hl >= sizeof(host))
+				return -EINVAL;
+			memcpy(host, text, hl);
+		}
+	}
+	host[hl] = '\0';
+	if (strlen(colon + 1) < 1 || strlen(colon + 1) >= sizeof(port) ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return -EINVAL;
+	strcpy(port, colon + 1);
+	if (atoi(port) < 1 || atoi(port) > 65535)
+		return -EINVAL;
+	if (!hl && !passive)
+		return -EINVAL;
+
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_flags = AI_NUMERICSERV | (hl ? 0 : AI_PASSIVE);
+	r = getaddrinfo(hl ? host : NULL, port, &hints, &res);
+	if (r)
+		return r == EAI_MEMORY ? -ENOMEM : -EADDRNOTAVAIL;
+	memset(&a, 0, sizeof(a));
+	snprintf(a.text, sizeof(a.text), "%s", text);
+	memcpy(&a.sa, res->ai_addr, res->ai_addrlen);
+	a.len = res->ai_addrlen;
+	freeaddrinfo(res);
+	*ret = a;
+	return 0;
+}
+
+static const char *const root_keys[] = {
+	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
+	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb",
+	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
+	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", NULL,
+};
+
+static const char *const peer_keys[] = { "name", "address", "mode", NULL };
+
+static int cfg_check_keys(struct cfg_ctx *x, const config_setting_t *group,
+			  const char *const *keys, const char *where)
+{
+	int i, n = config_setting_length(group);
+
+	for (i = 0; i < n; i++) {
+		const config_setting_t *s = config_setting_get_elem(group, (unsigned int)i);
+		const char *name = config_setting_name(s);
+		const char *const *k;
+
+		for (k = keys; *k; k++)
+			if (name && !strcmp(name, *k))
+				break;
+		if (!*k)
+			return cfg_fail(x, s, "unknown setting '%s'%s", name ? name : "?", where);
+	}
+	return 0;
+}
+
+static int cfg_string(struct cfg_ctx *x, const config_setting_t *group, const char *name,
+		      bool required, char *buf, size_t len)
+{
+	const config_setting_t *s = config_setting_get_member(group, name);
+	const char *v;
+
+	if (!s) {
+		if (required)
+			return cfg_fail(x, group, "missing setting '%s'", name);
+		return 0;
+	}
+	v = config_setting_get_string(s);
+	if (!v)
+		return cfg_fail(x, s, "%s: expected a string", name);
+	if (strlen(v) >= len)
+		return cfg_fail(x, s, "%s: too long", name);
+	strcpy(buf, v);
+	return 1;
+}
+
+static int cfg_uint(struct cfg_ctx *x, const config_setting_t *group, const char *name,
+		    unsigned int min, unsigned int max, unsigned int *ret)
+{
+	const config_setting_t *s = config_setting_get_member(group, name);
+	long long v;
+
+	if (!s)
+		return 0;
+	if (config_setting_type(s) != CONFIG_TYPE_INT && config_setting_type(s) != CONFIG_TYPE_INT64)
+		return cfg_fail(x, s, "%s: expected an integer", name);
+	v = config_setting_get_int64(s);
+	if (v < min || v > max)
+		return cfg_fail(x, s, "%s: %lld is out of range %u..%u", name, v, min, max);
+	*ret = (unsigned int)v;
+	return 1;
+}
+
+static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
+	const config_setting_t *list = config_setting_get_member(root, "peers");
+	unsigned int i, j;
+	int r;
+
+	if (!list)
+		return cfg_fail(x, root, "missing setting 'peers'");
+	if (!config_setting_is_list(list) && !config_setting_is_array(list))
+		return cfg_fail(x, list, "peers: expected a list ( {...}, ... )");
+	c->nr_peers = (unsigned int)config_setting_length(list);
+	if (c->nr_peers < 1 || c->nr_peers > 16)
+		return cfg_fail(x, list, "peers: between 1 and 16 peers");
+	c->peers = calloc(c->nr_peers, sizeof(*c->peers));
+	if (!c->peers)
+		return -ENOMEM;
+	for (i = 0; i < c->nr_peers; i++) {
+		const config_setting_t *p = config_setting_get_elem(list, i);
+		struct config_peer *cp = &c->peers[i];
+		char addr[256] = "", mode[32] = "async";
+
+		if (!config_setting_is_group(p))
+			return cfg_fail(x, p, "peers: each peer is a group { name = ...; }");
+		r = cfg_check_keys(x, p, peer_keys, " in a peer");
+		if (r < 0)
+			return r;
+		r = cfg_string(x, p, "name", true, cp->name, sizeof(cp->name));
+		if (r < 0)
+			return r;
+		if (!config_name_valid(cp->name))
+			return cfg_fail(x, p, "peer name '%s': 1-64 characters of A-Z a-z 0-9 . _ -",
+					cp->name);
+		if (!strcmp(cp->name, c->node))
+			return cfg_fail(x, p, "peer '%s' has this node's name", cp->name);
+		for (j = 0; j < i; j++)
+			if (!strcmp(c->peers[j].name, cp->name))
+				return cfg_fail(x, p, "peer '%s' listed twice", cp->name);
+		r = cfg_string(x, p, "address", c->role == ROLE_PRIMARY, addr, sizeof(addr));
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			/* a secondary only checks the source host: the port is optional */
+			char tmp[272];
+
+			if (c->role == ROLE_SECONDARY && !strchr(addr, ':'))
+				snprintf(tmp, sizeof(tmp), "%s:1", addr);
+			else
+				snprintf(tmp, sizeof(tmp), "%s", addr);
+			if (config_addr_parse(tmp, false, &cp->address) < 0)
+				return cfg_fail(x, p, "peer '%s': bad address '%s' (host:port)",
+						cp->name, addr);
+			snprintf(cp->address.text, sizeof(cp->address.text), "%s", addr);
+			cp->has_address = true;
+		}
+		r = cfg_string(x, p, "mode", false, mode, sizeof(mode));
+		if (r < 0)
+			return r;
+		if (peer_mode_parse(mode, &cp->mode) < 0)
+			return cfg_fail(x, p, "peer '%s': mode '%s': expected async, semi-sync or sync",
+					cp->name, mode);
+	}
+	return 0;
+}
+
+static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
+	char role[32] = "", listen[256] = "", loss[32] = "degrade";
+	int r;
+
+	r = cfg_check_keys(x, root, root_keys, "");
+	if (r < 0)
+		return r;
+	if ((r = cfg_string(x, root, "resource", true, c->resource, sizeof(c->resource))) < 0)
+		return r;
+	if (!config_name_valid(c->resource))
+		return cfg_fail(x, root, "resource '%s': 1-64 characters of A-Z a-z 0-9 . _ -",
+				c->resource);
+	if ((r = cfg_string(x, root, "node", true, c->node, sizeof(c->node))) < 0)
+		return r;
+	if (!config_name_valid(c->node))
+		return cfg_fail(x, root, "node '%s': 1-64 characters of A-Z a-z 0-9 . _ -", c->node);
+	if ((r = cfg_string(x, root, "role", true, role, sizeof(role))) < 0)
+		return r;
+	if (!strcmp(role, "primary"))
+		c->role = ROLE_PRIMARY;
+	else if (!strcmp(role, "secondary"))
+		c->role = ROLE_SECONDARY;
+	else
+		return cfg_fail(x, config_setting_get_member(root, "role"),
+				"role '%s': expected primary or secondary", role);
+	if ((r = cfg_string(x, root, "device", true, c->device, sizeof(c->device))) < 0)
+		return r;
+	if (c->device[0] != '/')
+		return cfg_fail(x, config_setting_get_member(root, "device"),
+				"device: expected an absolute path");
+	strcpy(c->meta_device, "-");
+	if ((r = cfg_string(x, root, "meta-device", false, c->meta_device,
+			    sizeof(c->meta_device))) < 0)
+		return r;
+	if (strcmp(c->meta_device, "-"))
+		return cfg_fail(x, config_setting_get_member(root, "meta-device"),
+				"meta-device: only \"-\" (none) is supported by this version");
+	if ((r = cfg_string(x, root, "listen", false, listen, sizeof(listen))) < 0)
+		return r;
+	if (r > 0) {
+		if (config_addr_parse(listen, true, &c->listen) < 0)
+			return cfg_fail(x, config_setting_get_member(root, "listen"),
+					"listen: bad address '%s' (host:port, [v6]:port or port)",
+					listen);
+		c->has_listen = true;
+	}
+	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/dm-repl");
+	if ((r = cfg_string(x, root, "state-dir", false, c->state_dir, sizeof(c->state_dir))) < 0)
+		return r;
+	snprintf(c->control_socket, sizeof(c->control_socket), "/run/dm-repl/%s.sock",
+		 c->resource);
+	if ((r = cfg_string(x, root, "control-socket", false, c->control_socket,
+			    sizeof(c->control_socket))) < 0)
+		return r;
+
+	c->ring_size_mb = 64;
+	c->hold_timeout_ms = 5000;
+	c->region_kb = 64;
+	c->keepalive_ms = 1000;
+	c->peer_timeout_ms = 5000;
+	c->reconnect_min_ms = 100;
+	c->reconnect_max_ms = 5000;
+	c->checkpoint_ms = 1000;
+	c->drain_timeout_ms = 10000;
+	if ((r = cfg_uint(x, root, "ring-size-mb", 4, 4096, &c->ring_size_mb)) < 0 ||
+	    (r = cfg_uint(x, root, "hold-timeout-ms", 1, 60000, &c->hold_timeout_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
+	    (r = cfg_uint(x, root, "keepalive-ms", 50, 60000, &c->keepalive_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "peer-timeout-ms", 100, 600000, &c->peer_timeout_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "reconnect-max-ms", 10, 600000, &c->reconnect_max_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "checkpoint-ms", 10, 600000, &c->checkpoint_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "drain-timeout-ms", 0, 600000, &c->drain_timeout_ms)) < 0)
+		return r;
+	if (c->region_kb & (c->region_kb - 1))
+		return cfg_fail(x, config_setting_get_member(root, "region-kb"),
+				"region-kb: must be a power of 2");
+	if (c->reconnect_max_ms < c->reconnect_min_ms)
+		return cfg_fail(x, root, "reconnect-max-ms is below reconnect-min-ms");
+	if (c->peer_timeout_ms <= c->keepalive_ms)
+		return cfg_fail(x, root, "peer-timeout-ms must exceed keepalive-ms");
+	if ((r = cfg_string(x, root, "on-peer-loss", false, loss, sizeof(loss))) < 0)
+		return r;
+	if (!strcmp(loss, "degrade"))
+		c->on_peer_loss = LOSS_DEGRADE;
+	else if (!strcmp(loss, "block"))
+		c->on_peer_loss = LOSS_BLOCK;
+	else
+		return cfg_fail(x, config_setting_get_member(root, "on-peer-loss"),
+				"on-peer-loss '%s': expected degrade or block", loss);
+	return cfg_peers(x, root, c);
+}
+
+int config_load(const char *path, struct config **ret, char *err, size_t errlen)
+{
+	struct cfg_ctx x = { .path = path, .err = err, .errlen = errlen };
+	struct config *c;
+	config_t lc;
+	int r;
+
+	if (strlen(path) >= sizeof(c->path)) {
+		snprintf(err, errlen, "%s: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	strcpy(c->path, path);
+	config_init(&lc);
+	if (config_read_file(&lc, path) != CONFIG_TRUE) {
+		if (config_error_type(&lc) == CONFIG_ERR_FILE_IO) {
+			r = errno ? -errno : -EIO;
+			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(-r));
+		} else {
+			r = -EINVAL;
+			snprintf(err, errlen, "%s:%d: %s", path, config_error_line(&lc),
+				 config_error_text(&lc));
+		}
+		goto out;
+	}
+	r = cfg_parse(&x, config_root_setting(&lc), c);
+out:
+	config_destroy(&lc);
+	if (r < 0) {
+		config_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+void config_free(struct config *c)
+{
+	if (!c)
+		return;
+	free(c->peers);
+	free(c);
+}
+
+void config_freep(struct config **c)
+{
+	config_free(*c);
+}
+
+int config_path(const char *resource, char *buf, size_t len)
+{
+	if (!config_name_valid(resource))
+		return -EINVAL;
+	if ((size_t)snprintf(buf, len, "%s/%s.conf", CONFIG_DIR, resource) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+const struct config_peer *config_find_peer(const struct config *c, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < c->nr_peers; i++)
+		if (!strcmp(c->peers[i].name, name))
+			return &c->peers[i];
+	return NULL;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * repl.conf(5): one file per resource, /etc/dm-repl/<resource>.conf,
+ * parsed with libconfig.  See man/repl.conf.5.
+ */
+#ifndef REPL_CONFIG_H
+#define REPL_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#define CONFIG_DIR		"/etc/dm-repl"
+#define CONFIG_NAME_MAX		64
+
+enum peer_mode {
+	PEER_ASYNC = 0,
+	PEER_SEMI_SYNC = 1,
+	PEER_SYNC = 2,
+};
+
+enum repl_role {
+	ROLE_PRIMARY = 1,
+	ROLE_SECONDARY = 2,
+};
+
+enum on_peer_loss {
+	LOSS_DEGRADE = 0,
+	LOSS_BLOCK = 1,
+};
+
+struct config_addr {
+	char text[256];			/* as written: host:port or [v6]:port */
+	struct sockaddr_storage sa;
+	socklen_t len;
+};
+
+struct config_peer {
+	char name[CONFIG_NAME_MAX + 1];
+	bool has_address;
+	struct config_addr address;	/* primary: where to connect; secondary:
+					 * the only source address accepted */
+	enum peer_mode mode;
+};
+
+struct config {
+	char path[PATH_MAX];
+	char resource[CONFIG_NAME_MAX + 1];
+	char node[CONFIG_NAME_MAX + 1];
+	enum repl_role role;
+	char device[PATH_MAX];		/* the backing (data) device */
+	char meta_device[PATH_MAX];	/* "-": none */
+	bool has_listen;
+	struct config_addr listen;	/* secondary */
+	char state_dir[PATH_MAX];
+	char control_socket[PATH_MAX];
+	unsigned int ring_size_mb;
+	unsigned int hold_timeout_ms;
+	unsigned int region_kb;
+	enum on_peer_loss on_peer_loss;
+	unsigned int keepalive_ms;
+	unsigned int peer_timeout_ms;
+	unsigned int reconnect_min_ms;
+	unsigned int reconnect_max_ms;
+	unsigned int checkpoint_ms;
+	unsigned int drain_timeout_ms;
+	unsigned int nr_peers;
+	struct config_peer *peers;
+};
+
+/*
+ * Load and validate a configuration.  On failure returns a negative errno
+ * and a one-line reason ("r0.conf:12: mode: expected async, semi-sync or
+ * sync") in err.
+ */
+int config_load(const char *path, struct config **ret, char *err, size_t errlen);
+void config_free(struct config *c);
+void config_freep(struct config **c);
+
+/* The path of a resource's file: <dir>/<resource>.conf */
+int config_path(const char *resource, char *buf, size_t len);
+
+const char *peer_mode_name(enum peer_mode mode);
+int peer_mode_parse(const char *s, enum peer_mode *ret);
+const char *role_name(enum repl_role role);
+int config_addr_parse(const char *text, bool passive, struct config_addr *ret);
+bool config_name_valid(const char *s);
+const struct config_peer *config_find_peer(const struct config *c, const char *name);
+
+#endif

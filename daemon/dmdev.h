@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The repl device through libdevmapper (udev cookies for create/remove). */
+#ifndef REPL_DMDEV_H
+#define REPL_DMDEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct dmdev_info {
+	bool exists;
+	uint32_t major, minor;
+	uint64_t sectors;
+	char target[32];		/* target type of the (single) target */
+	char params[512];		/* its table parameters */
+	int open_count;
+};
+
+struct dmdev_table {
+	const char *data_dev;
+	uint64_t sectors;
+	const char *mode;		/* "sync" or "async" */
+	unsigned int ring_size_mb;
+	unsigned int hold_timeout_ms;
+	unsigned int region_kb;
+};
+
+/* The "repl" line for a table: "<data_dev> - <mode> 6 ring_size_mb ..." */
+int dmdev_repl_params(const struct dmdev_table *t, char *buf, size_t len);
+int dmdev_get(const char *name, struct dmdev_info *ret);
+int dmdev_create(const char *name, const char *uuid, const struct dmdev_table *t);
+int dmdev_remove(const char *name);
+int dmdev_message(const char *name, const char *msg, char *reply, size_t len);
+/* INFO status parameters of the target, read without flushing */
+int dmdev_status(const char *name, char *buf, size_t len);
+/* Size of a block device or regular file in 512-byte sectors */
+int dev_size_sectors(int fd, uint64_t *ret);
+
+#endif

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* repld internals shared by manager.c, primary.c, secondary.c and ctl.c */
+#ifndef REPL_MANAGER_INTERNAL_H
+#define REPL_MANAGER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+#include "manager.h"
+#include "wire.h"
+
+struct apply;
+struct ring;
+
+/* epoll user data: what became ready */
+enum ev_kind {
+	EV_SIGNAL = 1,
+	EV_TIMER,
+	EV_RING,
+	EV_CTL_LISTEN,
+	EV_PEER,
+	EV_LISTEN,
+	EV_CONN,
+	EV_APPLY,
+};
+
+struct ev {
+	enum ev_kind kind;
+	void *ptr;
+};
+
+enum peer_conn {
+	PEER_DOWN = 0,		/* not connected; reconnect at next_attempt */
+	PEER_CONNECTING,	/* connect() in progress */
+	PEER_HANDSHAKE,		/* Hello sent, waiting for the reply */
+	PEER_UP,		/* streaming */
+};
+
+/* A frame queued for sending: a header (at most SENDQ_HDR bytes), then an
+ * optional payload that points into the ring's read-only data area. */
+#define SENDQ_LEN	512
+#define SENDQ_HDR	96
+
+struct sendq_entry {
+	uint8_t hdr[SENDQ_HDR];
+	uint32_t hdr_len;
+	uint32_t payload_len;
+	const void *payload;
+	uint64_t seq;			/* record sequence, or UINT64_MAX */
+};
+
+struct peer {
+	struct manager *m;
+	struct ev ev;
+	struct config_peer cfg;
+	enum peer_mode mode;		/* live; starts as configured */
+	bool admin_down;		/* replctl disconnect */
+	bool removed;			/* dropped from the config by a reload */
+	enum peer_conn conn;
+	int fd;
+	bool want_out;			/* EPOLLOUT armed */
+	uint64_t next_attempt_ms;
+	unsigned int backoff_ms;
+	uint64_t last_rx_ms;
+	uint64_t last_tx_ms;
+	uint64_t state_since_ms;
+	struct wire_reader rd;
+
+	/* the stream */
+	uint64_t cursor;		/* next record to queue */
+	uint64_t received, written, durable;	/* the peer's acks */
+	bool holds_ring;		/* release waits for this peer */
+	bool inconsistent;		/* its copy has a hole: needs resync */
+	bool ever_connected;
+
+	/* send queue: a ring of entries, [sq_head, sq_tail) */
+	struct sendq_entry *sq;
+	unsigned int sq_head, sq_tail;
+	size_t sq_off;			/* bytes of sq[sq_head] already sent */
+
+	uint64_t records_sent, bytes_sent, connects;
+	char last_error[160];
+};
+
+struct conn;	/* secondary: a connection from a primary (secondary.c) */
+
+struct manager {
+	struct config *cfg;
+	int epfd;
+	int sigfd;
+	int timerfd;
+	int ctl_fd;
+	struct ev ev_signal, ev_timer, ev_ring, ev_ctl;
+	bool stop;			/* leave the loop now */
+	bool draining;			/* SIGTERM: finish what is in flight */
+	uint64_t drain_deadline_ms;
+	uint64_t drain_target;		/* primary: prod at SIGTERM */
+	int exit_code;
+	uint64_t started_ms;
+	uint64_t last_status_ms;
+	uint64_t watchdog_usec;
+	uint64_t last_watchdog_ms;
+	char status_line[256];
+
+	/* primary */
+	struct ring *ring;
+	bool ring_from_caller;
+	const struct manager_kernel_ops *kops;
+	void *kctx;
+	char dm_name[80];
+	unsigned int nr_peers;
+	struct peer **peers;
+	uint64_t released;		/* what we told the kernel */
+	uint64_t acked;
+	bool kernel_sync;		/* mode we set in the target */
+	bool kernel_mode_known;
+	uint32_t kernel_state;
+	uint32_t kernel_state_seq;
+	uint64_t gaps;
+
+	/* secondary */
+	int dev_fd;
+	uint64_t dev_sectors;
+	unsigned int nr_listen;
+	int listen_fd[8];
+	struct ev ev_listen[8];
+	struct conn *conn;		/* the primary, when connected */
+	struct apply *apply;
+	struct ev ev_apply;
+	uint64_t stream_id;		/* of the records applied */
+	uint64_t state_durable;		/* persisted resume point */
+	uint64_t last_state_write_ms;
+	char primary_node[CONFIG_NAME_MAX + 1];
+	uint64_t primary_connects;
+};
+
+uint64_t now_ms(void);
+int ep_add(struct manager *m, int fd, uint32_t events, struct ev *ev);
+int ep_mod(struct manager *m, int fd, uint32_t events, struct ev *ev);
+void ep_del(struct manager *m, int fd);
+int sock_set_common(int fd);
+
+/* primary.c */
+int primary_start(struct manager *m);
+void primary_stop(struct manager *m);
+void primary_ring_event(struct manager *m, uint32_t events);
+void primary_peer_event(struct manager *m, struct peer *p, uint32_t events);
+void primary_tick(struct manager *m);
+bool primary_drained(struct manager *m);
+void primary_status(struct manager *m, struct json_object *o);
+int primary_reload(struct manager *m, struct config *ncfg);
+int primary_set_mode(struct manager *m, const char *peer, const char *mode, char *err, size_t len);
+int primary_connect(struct manager *m, const char *peer, bool up, char *err, size_t len);
+void primary_free(struct manager *m);
+
+/* secondary.c */
+int secondary_start(struct manager *m);
+void secondary_listen_event(struct manager *m, int idx);
+void secondary_conn_event(struct manager *m, uint32_t events);
+void secondary_apply_event(struct manager *m);
+void secondary_tick(struct manager *m);
+bool secondary_drained(struct manager *m);
+void secondary_status(struct manager *m, struct json_object *o);
+void secondary_free(struct manager *m);
+
+/* ctl.c: the control socket */
+int ctl_start(struct manager *m);
+void ctl_event(struct manager *m);
+void ctl_stop(struct manager *m);
+struct json_object *manager_status_json(struct manager *m);
+
+#endif

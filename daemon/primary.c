@@ -1,0 +1,1024 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The primary: consume the ring, ship every record to every peer.
+ *
+ * Each peer has a cursor (next record to queue), a send queue of frames
+ * whose payloads point into the ring's read-only data area, and the three
+ * cumulative acknowledgments it sent back (received, written, durable).
+ *
+ * What the kernel is told:
+ *  - release_seq = min(durable) over the peers that still hold the ring:
+ *    a peer that reconnects resumes from its durable point, so records
+ *    stay until every such peer has them durably.  A peer that is down
+ *    while the ring is more than half full stops holding it and is marked
+ *    inconsistent (its copy then needs a resync).
+ *  - ack_seq = min over sync peers of "written" and over semi-sync peers
+ *    of "received"; everything published when there is none.
+ *  - the target's mode is sync while any sync or semi-sync peer is
+ *    configured and not disconnected by the administrator; a peer that is
+ *    gone makes writes wait up to the hold timeout, then the target
+ *    degrades by itself and comes back once the peer has caught up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "dmdev.h"
+#include "log.h"
+#include "manager-internal.h"
+#include "ring.h"
+
+#define BATCH_IOV	(2 * 64)
+
+static const char *conn_name(enum peer_conn c)
+{
+	switch (c) {
+	case PEER_DOWN:
+		return "Connecting";	/* drbdadm's word for "trying" */
+	case PEER_CONNECTING:
+		return "Connecting";
+	case PEER_HANDSHAKE:
+		return "Handshake";
+	case PEER_UP:
+		return "Connected";
+	}
+	return "?";
+}
+
+/* ---- the kernel side ---------------------------------------------------- */
+
+static int dm_set_mode(void *ctx, bool sync)
+{
+	struct manager *m = ctx;
+
+	return dmdev_message(m->dm_name, sync ? "mode sync" : "mode async", NULL, 0);
+}
+
+static int dm_set_hold(void *ctx, unsigned int ms)
+{
+	struct manager *m = ctx;
+	char msg[64];
+
+	snprintf(msg, sizeof(msg), "hold_timeout_ms %u", ms);
+	return dmdev_message(m->dm_name, msg, NULL, 0);
+}
+
+static const struct manager_kernel_ops dm_ops = {
+	.set_mode = dm_set_mode,
+	.set_hold_timeout = dm_set_hold,
+};
+
+static bool peer_counts_for_sync(const struct peer *p)
+{
+	return !p->admin_down && !p->removed && p->mode != PEER_ASYNC;
+}
+
+/* Set the target's mode from the peers' modes (live, no reconnect). */
+static void primary_update_kernel_mode(struct manager *m)
+{
+	bool sync = false;
+	unsigned int i;
+	int r;
+
+	for (i = 0; i < m->nr_peers; i++)
+		sync |= peer_counts_for_sync(m->peers[i]);
+	if (m->kernel_mode_known && sync == m->kernel_sync)
+		return;
+	r = m->kops->set_mode(m->kctx, sync);
+	if (r < 0) {
+		log_error_errno(r, "%s: cannot set the target to %s mode", m->cfg->resource,
+				sync ? "sync" : "async");
+		return;
+	}
+	log_info("%s: target in %s mode", m->cfg->resource, sync ? "sync" : "async");
+	m->kernel_sync = sync;
+	m->kernel_mode_known = true;
+}
+
+/* ring fill in per cent of the tighter of data and record slots */
+static unsigned int ring_fill_pct(struct manager *m)
+{
+	struct ring_info ri;
+	uint64_t recs, bytes = 0, s;
+	const struct dm_repl_rec *rec;
+
+	ring_get_info(m->ring, &ri);
+	recs = ri.prod_seq - m->released;
+	for (s = m->released; s < ri.prod_seq; s++) {
+		rec = ring_rec(m->ring, s);
+		if (rec)
+			bytes += rec->data_len;
+	}
+	s = recs * 100 / ri.nr_recs;
+	return (unsigned int)(bytes * 100 / ri.data_size > s ? bytes * 100 / ri.data_size : s);
+}
+
+/* Publish release and ack to the kernel when they moved. */
+static void primary_update_ring(struct manager *m)
+{
+	uint64_t prod = ring_prod(m->ring), release = prod, ack = prod;
+	bool any_sync = false;
+	unsigned int i;
+	int r;
+
+	for (i = 0; i < m->nr_peers; i++) {
+		struct peer *p = m->peers[i];
+
+		if (p->holds_ring && p->durable < release)
+			release = p->durable;
+		if (!peer_counts_for_sync(p))
+			continue;
+		any_sync = true;
+		if (p->mode == PEER_SYNC && p->written < ack)
+			ack = p->written;
+		if (p->mode == PEER_SEMI_SYNC && p->received < ack)
+			ack = p->received;
+	}
+	if (!any_sync)
+		ack = prod;
+	if (release < m->released)
+		release = m->released;
+	if (ack < m->acked)
+		ack = m->acked;
+	if (release == m->released && ack == m->acked)
+		return;
+	r = ring_update(m->ring, release, ack);
+	if (r < 0) {
+		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
+				m->cfg->resource, release, ack);
+		return;
+	}
+	m->released = release;
+	m->acked = ack;
+}
+
+/* ---- peers: connection ---------------------------------------------------- */
+
+/* A secondary never sends payloads: a Data frame from it is refused. */
+static void *peer_no_payload(void *ctx, const Dmrepl__V1__Data *d)
+{
+	(void)ctx;
+	(void)d;
+	return NULL;
+}
+
+static void peer_close(struct peer *p, const char *why)
+{
+	struct manager *m = p->m;
+
+	if (p->fd >= 0) {
+		ep_del(m, p->fd);
+		close(p->fd);
+		p->fd = -1;
+	}
+	if (p->conn != PEER_DOWN && why)
+		log_warning("%s: peer %s: connection lost: %s", m->cfg->resource, p->cfg.name, why);
+	if (why)
+		snprintf(p->last_error, sizeof(p->last_error), "%s", why);
+	p->conn = PEER_DOWN;
+	p->state_since_ms = now_ms();
+	p->want_out = false;
+	p->sq_head = p->sq_tail = 0;
+	p->sq_off = 0;
+	/* a fresh reader for the next connection */
+	wire_reader_free(&p->rd);
+	if (wire_reader_init(&p->rd, peer_no_payload, NULL) < 0)
+		p->admin_down = true;	/* out of memory: stop trying */
+	p->next_attempt_ms = now_ms() + p->backoff_ms;
+	p->backoff_ms = p->backoff_ms * 2 > m->cfg->reconnect_max_ms ?
+			m->cfg->reconnect_max_ms : p->backoff_ms * 2;
+}
+
+static int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len)
+{
+	struct sendq_entry *e;
+
+	if (p->sq_tail - p->sq_head >= SENDQ_LEN || len > SENDQ_HDR)
+		return -ENOBUFS;
+	e = &p->sq[p->sq_tail % SENDQ_LEN];
+	memcpy(e->hdr, frame, len);
+	e->hdr_len = (uint32_t)len;
+	e->payload = NULL;
+	e->payload_len = 0;
+	e->seq = UINT64_MAX;
+	p->sq_tail++;
+	return 0;
+}
+
+static void peer_arm(struct peer *p, bool out)
+{
+	if (p->fd < 0 || out == p->want_out)
+		return;
+	p->want_out = out;
+	ep_mod(p->m, p->fd, EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0), &p->ev);
+}
+
+static void peer_send_hello(struct peer *p)
+{
+	struct manager *m = p->m;
+	struct ring_info ri;
+	uint8_t buf[SENDQ_HDR];
+	ssize_t n;
+
+	ring_get_info(m->ring, &ri);
+	{
+		Dmrepl__V1__Hello hello = DMREPL__V1__HELLO__INIT;
+
+		hello.protocol_version = WIRE_PROTOCOL_VERSION;
+		hello.node = m->cfg->node;
+		hello.resource = m->cfg->resource;
+		hello.role = DMREPL__V1__ROLE__ROLE_PRIMARY;
+		hello.device_sectors = ri.dev_sectors;
+		hello.stream_id = ri.ring_id;
+		hello.mode = (Dmrepl__V1__Mode)p->mode;
+		n = wire_encode_hello(buf, sizeof(buf), &hello);
+	}
+	if (n < 0 || peer_queue_frame(p, buf, (size_t)n) < 0) {
+		peer_close(p, "cannot encode Hello");
+		return;
+	}
+	p->conn = PEER_HANDSHAKE;
+	p->state_since_ms = now_ms();
+}
+
+static void peer_connect(struct peer *p)
+{
+	struct manager *m = p->m;
+	int fd, r;
+
+	fd = socket(p->cfg.address.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		peer_close(p, "socket() failed");
+		return;
+	}
+	sock_set_common(fd);
+	p->fd = fd;
+	p->connects++;
+	r = connect(fd, (struct sockaddr *)&p->cfg.address.sa, p->cfg.address.len);
+	if (r < 0 && errno != EINPROGRESS) {
+		char why[320];
+
+		snprintf(why, sizeof(why), "connect %s: %s", p->cfg.address.text, strerror(errno));
+		close(fd);
+		p->fd = -1;
+		peer_close(p, why);
+		return;
+	}
+	p->conn = PEER_CONNECTING;
+	p->state_since_ms = now_ms();
+	p->last_rx_ms = now_ms();
+	p->want_out = true;
+	r = ep_add(m, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, &p->ev);
+	if (r < 0)
+		peer_close(p, "epoll");
+}
+
+/*
+ * The peer told us what it holds.  Choose where its stream resumes, and
+ * whether its copy is still a prefix of ours.
+ */
+static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
+{
+	struct manager *m = p->m;
+	struct ring_info ri;
+	uint64_t tail = m->released, resume;
+
+	ring_get_info(m->ring, &ri);
+	if (h->protocol_version != WIRE_PROTOCOL_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h->role != DMREPL__V1__ROLE__ROLE_SECONDARY || strcmp(h->node, p->cfg.name) ||
+	    strcmp(h->resource, m->cfg->resource))
+		return -EPROTO;
+	if (h->device_sectors < ri.dev_sectors)
+		return -ENOSPC;
+
+	if (h->stream_id == ri.ring_id && h->resume_seq >= tail && h->resume_seq <= ri.prod_seq) {
+		resume = h->resume_seq;
+	} else if (h->stream_id == 0 && tail == 0 && !p->ever_connected) {
+		/* a new secondary, and the ring holds every write since the
+		 * device was created */
+		resume = 0;
+	} else {
+		if (!p->inconsistent)
+			log_warning("%s: peer %s: its copy (stream %016" PRIx64 " up to %" PRIu64
+				    ") cannot be resumed from this ring (stream %016" PRIx64
+				    ", records %" PRIu64 "..%" PRIu64 "): it needs a resync",
+				    m->cfg->resource, p->cfg.name, h->stream_id, h->resume_seq,
+				    ri.ring_id, tail, ri.prod_seq);
+		p->inconsistent = true;
+		resume = tail;
+	}
+	p->cursor = resume;
+	p->received = p->written = p->durable = resume;
+	p->holds_ring = true;
+	p->conn = PEER_UP;
+	p->ever_connected = true;
+	p->state_since_ms = now_ms();
+	p->backoff_ms = m->cfg->reconnect_min_ms;
+	p->last_error[0] = '\0';
+	log_info("%s: peer %s connected (%s), resuming at record %" PRIu64 "%s", m->cfg->resource,
+		 p->cfg.name, peer_mode_name(p->mode), resume,
+		 p->inconsistent ? " (inconsistent)" : "");
+	return 0;
+}
+
+static void peer_handle_ack(struct peer *p, const Dmrepl__V1__Ack *a)
+{
+	struct manager *m = p->m;
+	uint64_t sent = p->cursor;
+
+	/* cumulative and monotonic; never beyond what we sent */
+	if (a->received > sent || a->written > a->received || a->durable > a->received ||
+	    a->received < p->received || a->written < p->written || a->durable < p->durable) {
+		peer_close(p, "invalid acknowledgment");
+		return;
+	}
+	p->received = a->received;
+	p->written = a->written;
+	p->durable = a->durable;
+	primary_update_ring(m);
+}
+
+static void peer_read(struct peer *p)
+{
+	struct wire_msg msg;
+	int r;
+
+	r = wire_reader_fill(&p->rd, p->fd);
+	if (r == 0) {
+		peer_close(p, "closed by peer");
+		return;
+	}
+	if (r < 0 && r != -EAGAIN) {
+		peer_close(p, strerror(-r));
+		return;
+	}
+	p->last_rx_ms = now_ms();
+	while (p->fd >= 0 && (r = wire_reader_next(&p->rd, &msg)) > 0) {
+		const Dmrepl__V1__Frame *f = msg.frame;
+
+		switch (f->msg_case) {
+		case DMREPL__V1__FRAME__MSG_HELLO:
+			if (p->conn != PEER_HANDSHAKE) {
+				peer_close(p, "unexpected Hello");
+				break;
+			}
+			r = peer_handshake_done(p, f->hello);
+			if (r < 0) {
+				char why[320];
+
+				snprintf(why, sizeof(why), "handshake refused: %s",
+					 r == -EPROTONOSUPPORT ? "protocol version" :
+					 r == -ENOSPC ? "the peer's device is smaller" :
+					 "node, resource or role do not match the configuration");
+				peer_close(p, why);
+			}
+			break;
+		case DMREPL__V1__FRAME__MSG_ACK:
+			if (p->conn != PEER_UP)
+				peer_close(p, "Ack before the handshake");
+			else
+				peer_handle_ack(p, f->ack);
+			break;
+		case DMREPL__V1__FRAME__MSG_KEEPALIVE:
+			break;
+		case DMREPL__V1__FRAME__MSG_ERROR: {
+			char why[200];
+
+			snprintf(why, sizeof(why), "peer reported error %d: %s", f->error->code,
+				 f->error->reason);
+			peer_close(p, why);
+			break;
+		}
+		default:
+			peer_close(p, "unexpected frame from a secondary");
+			break;
+		}
+	}
+	if (r == -ENOBUFS && p->fd >= 0)
+		peer_close(p, "Data frame from a secondary");
+	else if (r < 0 && p->fd >= 0)
+		peer_close(p, wire_reader_error(&p->rd));
+}
+
+/* ---- peers: sending --------------------------------------------------------- */
+
+/* Queue records from the ring: header frame + payload pointing into it. */
+static void peer_fill(struct peer *p, uint64_t prod)
+{
+	struct manager *m = p->m;
+
+	while (p->cursor < prod && p->sq_tail - p->sq_head < SENDQ_LEN) {
+		const struct dm_repl_rec *rec = ring_rec(m->ring, p->cursor);
+		struct sendq_entry *e;
+		const void *payload;
+		uint32_t len;
+		ssize_t n;
+
+		if (!rec || ring_payload(m->ring, rec, &payload, &len) < 0) {
+			log_error("%s: record %" PRIu64 " unreadable in the ring", m->cfg->resource,
+				  p->cursor);
+			peer_close(p, "ring record unreadable");
+			return;
+		}
+		if (rec->op == DM_REPL_OP_GAP && !p->inconsistent) {
+			/* the kernel stopped logging for a while: a hole */
+			log_warning("%s: peer %s: the ring overflowed (GAP at record %" PRIu64
+				    "): it needs a resync", m->cfg->resource, p->cfg.name,
+				    p->cursor);
+			p->inconsistent = true;
+		}
+		/* a GAP travels too: sequence numbers stay contiguous */
+		e = &p->sq[p->sq_tail % SENDQ_LEN];
+		n = wire_encode_data(e->hdr, SENDQ_HDR, rec);
+		if (n < 0) {
+			peer_close(p, "cannot encode a record");
+			return;
+		}
+		e->hdr_len = (uint32_t)n;
+		e->payload = payload;
+		e->payload_len = len;
+		e->seq = p->cursor;
+		p->sq_tail++;
+		p->cursor++;
+	}
+}
+
+static void peer_flush(struct peer *p)
+{
+	struct iovec iov[BATCH_IOV];
+	unsigned int i, n;
+	ssize_t sent;
+
+	while (p->fd >= 0 && p->sq_head != p->sq_tail) {
+		size_t off = p->sq_off;
+
+		n = 0;
+		for (i = p->sq_head; i != p->sq_tail && n + 2 <= BATCH_IOV; i++) {
+			struct sendq_entry *e = &p->sq[i % SENDQ_LEN];
+
+			if (off < e->hdr_len) {
+				iov[n].iov_base = e->hdr + off;
+				iov[n].iov_len = e->hdr_len - off;
+				n++;
+				off = 0;
+			} else {
+				off -= e->hdr_len;
+			}
+			if (e->payload_len) {
+				iov[n].iov_base = (void *)((const uint8_t *)e->payload + off);
+				iov[n].iov_len = e->payload_len - off;
+				n++;
+			}
+			off = 0;
+		}
+		sent = writev(p->fd, iov, (int)n);
+		if (sent < 0) {
+			if (errno == EAGAIN) {
+				peer_arm(p, true);
+				return;
+			}
+			if (errno == EINTR)
+				continue;
+			peer_close(p, strerror(errno));
+			return;
+		}
+		p->last_tx_ms = now_ms();
+		p->bytes_sent += (uint64_t)sent;
+		/* consume fully sent entries */
+		p->sq_off += (size_t)sent;
+		while (p->sq_head != p->sq_tail) {
+			struct sendq_entry *e = &p->sq[p->sq_head % SENDQ_LEN];
+			size_t total = e->hdr_len + e->payload_len;
+
+			if (p->sq_off < total)
+				break;
+			p->sq_off -= total;
+			if (e->seq != UINT64_MAX)
+				p->records_sent++;
+			p->sq_head++;
+		}
+	}
+	peer_arm(p, false);
+}
+
+/* Queue and send what the ring has for every connected peer. */
+static void primary_pump(struct manager *m)
+{
+	uint64_t prod = ring_prod(m->ring);
+	unsigned int i;
+
+	for (i = 0; i < m->nr_peers; i++) {
+		struct peer *p = m->peers[i];
+
+		if (p->conn != PEER_UP || p->want_out)
+			continue;
+		do {
+			peer_fill(p, prod);
+			peer_flush(p);
+		} while (p->conn == PEER_UP && !p->want_out && p->cursor < prod);
+	}
+	ring_mark_read(m->ring, prod);
+}
+
+void primary_peer_event(struct manager *m, struct peer *p, uint32_t events)
+{
+	if (p->conn == PEER_CONNECTING && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			char why[320];
+
+			snprintf(why, sizeof(why), "connect %s: %s", p->cfg.address.text,
+				 strerror(err));
+			peer_close(p, why);
+			return;
+		}
+		peer_send_hello(p);
+	}
+	if (p->fd >= 0 && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		peer_read(p);
+	if (p->fd >= 0 && (events & EPOLLOUT)) {
+		p->want_out = false;
+		peer_flush(p);
+		if (p->conn == PEER_UP && !p->want_out) {
+			peer_fill(p, ring_prod(m->ring));
+			peer_flush(p);
+		}
+	}
+	if (p->fd >= 0 && p->conn == PEER_UP)
+		primary_pump(m);
+}
+
+void primary_ring_event(struct manager *m, uint32_t events)
+{
+	if (events & EPOLLPRI) {
+		uint32_t seq = ring_state_seq(m->ring), st = ring_state(m->ring);
+
+		if (st != m->kernel_state)
+			log_notice("%s: target state:%s%s%s%s", m->cfg->resource,
+				   st & DM_REPL_STATE_SYNC ? " sync" : " async",
+				   st & DM_REPL_STATE_DEGRADED ? " degraded" : "",
+				   st & DM_REPL_STATE_OVERFLOW ? " overflow" : "",
+				   st & DM_REPL_STATE_DIRTY ? " dirty-regions" : "");
+		m->kernel_state = st;
+		m->kernel_state_seq = seq;
+		ring_mark_state_seen(m->ring, seq);
+	}
+	if (events & EPOLLHUP) {
+		log_error("%s: the repl device is gone", m->cfg->resource);
+		m->exit_code = -ENODEV;
+		m->stop = true;
+		return;
+	}
+	primary_pump(m);
+	primary_update_ring(m);
+}
+
+/* ---- tick: reconnects, keepalives, timeouts, ring holding ---------------- */
+
+void primary_tick(struct manager *m)
+{
+	uint64_t now = now_ms();
+	unsigned int i, fill = 0;
+	bool fill_known = false;
+	char line[256];
+	int n = 0;
+
+	for (i = 0; i < m->nr_peers; i++) {
+		struct peer *p = m->peers[i];
+
+		switch (p->conn) {
+		case PEER_DOWN:
+			if (!p->admin_down && !p->removed && !m->draining &&
+			    now >= p->next_attempt_ms)
+				peer_connect(p);
+			break;
+		case PEER_CONNECTING:
+		case PEER_HANDSHAKE:
+			if (now - p->state_since_ms > m->cfg->peer_timeout_ms)
+				peer_close(p, "handshake timed out");
+			break;
+		case PEER_UP:
+			if (now - p->last_rx_ms > m->cfg->peer_timeout_ms) {
+				peer_close(p, "no answer within peer-timeout-ms");
+				break;
+			}
+			if (now - p->last_tx_ms >= m->cfg->keepalive_ms &&
+			    p->sq_head == p->sq_tail) {
+				uint8_t buf[32];
+				ssize_t k = wire_encode_keepalive(buf, sizeof(buf), now);
+
+				if (k > 0 && peer_queue_frame(p, buf, (size_t)k) == 0)
+					peer_flush(p);
+			}
+			break;
+		}
+		/* a peer that is away while the ring fills stops holding it */
+		if (p->conn != PEER_UP && p->holds_ring) {
+			if (!fill_known) {
+				fill = ring_fill_pct(m);
+				fill_known = true;
+			}
+			if (fill >= 50 || p->removed) {
+				log_warning("%s: peer %s: away while the ring is %u%% full: releasing its records; it needs a resync",
+					    m->cfg->resource, p->cfg.name, fill);
+				p->holds_ring = false;
+				p->inconsistent = true;
+			}
+		}
+	}
+	primary_pump(m);
+	primary_update_ring(m);
+
+	n = snprintf(line, sizeof(line), "primary %s:", m->cfg->resource);
+	for (i = 0; i < m->nr_peers && n < (int)sizeof(line); i++) {
+		struct peer *p = m->peers[i];
+
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %s %s", p->cfg.name,
+			      p->admin_down ? "StandAlone" : conn_name(p->conn),
+			      peer_mode_name(p->mode));
+	}
+	snprintf(m->status_line, sizeof(m->status_line), "%s", line);
+}
+
+bool primary_drained(struct manager *m)
+{
+	unsigned int i;
+
+	if (!m->drain_target)
+		m->drain_target = ring_prod(m->ring);
+	for (i = 0; i < m->nr_peers; i++) {
+		struct peer *p = m->peers[i];
+
+		if (p->conn == PEER_UP && p->written < m->drain_target)
+			return false;
+	}
+	return true;
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static struct peer *peer_new(struct manager *m, const struct config_peer *cp)
+{
+	struct peer *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->sq = calloc(SENDQ_LEN, sizeof(*p->sq));
+	if (!p->sq || wire_reader_init(&p->rd, peer_no_payload, NULL) < 0) {
+		free(p->sq);
+		free(p);
+		return NULL;
+	}
+	p->m = m;
+	p->ev.kind = EV_PEER;
+	p->ev.ptr = p;
+	p->cfg = *cp;
+	p->mode = cp->mode;
+	p->fd = -1;
+	p->holds_ring = true;
+	p->backoff_ms = m->cfg->reconnect_min_ms;
+	p->state_since_ms = now_ms();
+	return p;
+}
+
+static void peer_free(struct peer *p)
+{
+	if (!p)
+		return;
+	if (p->fd >= 0)
+		close(p->fd);
+	wire_reader_free(&p->rd);
+	free(p->sq);
+	free(p);
+}
+
+/* Find the repl device, or create it over the configured device. */
+static int primary_open_device(struct manager *m, dev_t *ret)
+{
+	struct config *c = m->cfg;
+	struct dmdev_info info;
+	bool sync = false;
+	unsigned int i;
+	uint64_t sectors;
+	char uuid[96];
+	int fd, r;
+
+	r = dmdev_get(m->dm_name, &info);
+	if (r < 0)
+		return log_error_errno(r, "%s: device-mapper not usable", c->resource);
+	if (!info.exists) {
+		fd = open(c->device, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return log_error_errno(-errno, "%s: open %s", c->resource, c->device);
+		r = dev_size_sectors(fd, &sectors);
+		close(fd);
+		if (r < 0)
+			return log_error_errno(r, "%s: size of %s", c->resource, c->device);
+		for (i = 0; i < c->nr_peers; i++)
+			sync |= c->peers[i].mode != PEER_ASYNC;
+		snprintf(uuid, sizeof(uuid), "REPL-%s", c->resource);
+		r = dmdev_create(m->dm_name, uuid, &(struct dmdev_table) {
+			.data_dev = c->device,
+			.sectors = sectors,
+			.mode = sync ? "sync" : "async",
+			.ring_size_mb = c->ring_size_mb,
+			.hold_timeout_ms = c->on_peer_loss == LOSS_BLOCK ? 60000 : c->hold_timeout_ms,
+			.region_kb = c->region_kb,
+		});
+		if (r < 0)
+			return log_error_errno(r, "%s: cannot create the repl device over %s (is dm-repl loaded? see the kernel log)",
+					       c->resource, c->device);
+		log_info("%s: created /dev/mapper/%s over %s (%" PRIu64 " sectors)", c->resource,
+			 m->dm_name, c->device, sectors);
+		r = dmdev_get(m->dm_name, &info);
+		if (r < 0 || !info.exists)
+			return log_error_errno(r < 0 ? r : -ENODEV, "%s: device vanished", c->resource);
+	} else if (strcmp(info.target, "repl")) {
+		log_error("%s: /dev/mapper/%s exists but is a '%s' device, not repl", c->resource,
+			  m->dm_name, info.target);
+		return -EEXIST;
+	}
+	*ret = makedev(info.major, info.minor);
+	return 0;
+}
+
+int primary_start(struct manager *m)
+{
+	unsigned int i;
+	dev_t dev = 0;
+	int r;
+
+	if (!m->ring) {
+		r = primary_open_device(m, &dev);
+		if (r < 0)
+			return r;
+		r = ring_attach(NULL, dev, &m->ring);
+		if (r == -EBUSY)
+			return log_error_errno(r, "%s: another repld is attached to the ring",
+					       m->cfg->resource);
+		if (r < 0)
+			return log_error_errno(r, "%s: attach to the ring of /dev/mapper/%s",
+					       m->cfg->resource, m->dm_name);
+		m->kops = &dm_ops;
+		m->kctx = m;
+		if (m->kops->set_hold_timeout)
+			m->kops->set_hold_timeout(m->kctx, m->cfg->on_peer_loss == LOSS_BLOCK ?
+							   60000 : m->cfg->hold_timeout_ms);
+	}
+	{
+		struct ring_info ri;
+
+		ring_get_info(m->ring, &ri);
+		m->released = ri.release_seq;
+		m->acked = ri.ack_seq;
+		log_info("%s: ring %016" PRIx64 ": %" PRIu64 " MiB, records %" PRIu64 "..%" PRIu64,
+			 m->cfg->resource, ri.ring_id, ri.data_size >> 20, m->released, ri.prod_seq);
+	}
+	m->peers = calloc(m->cfg->nr_peers, sizeof(*m->peers));
+	if (!m->peers)
+		return -ENOMEM;
+	for (i = 0; i < m->cfg->nr_peers; i++) {
+		m->peers[i] = peer_new(m, &m->cfg->peers[i]);
+		if (!m->peers[i])
+			return log_error_errno(-ENOMEM, "peer");
+		m->peers[i]->cursor = m->released;
+		m->peers[i]->received = m->peers[i]->written = m->peers[i]->durable = m->released;
+	}
+	m->nr_peers = m->cfg->nr_peers;
+	m->ev_ring.ptr = NULL;
+	r = ep_add(m, ring_fd(m->ring), EPOLLIN | EPOLLPRI, &m->ev_ring);
+	if (r < 0)
+		return log_error_errno(r, "epoll add ring");
+	primary_update_kernel_mode(m);
+	for (i = 0; i < m->nr_peers; i++)
+		peer_connect(m->peers[i]);
+	return 0;
+}
+
+void primary_free(struct manager *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nr_peers; i++)
+		peer_free(m->peers[i]);
+	free(m->peers);
+	m->peers = NULL;
+	m->nr_peers = 0;
+	ring_free(m->ring);
+	m->ring = NULL;
+}
+
+/* ---- administration ---------------------------------------------------------- */
+
+static struct peer *primary_find(struct manager *m, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nr_peers; i++)
+		if (!m->peers[i]->removed && !strcmp(m->peers[i]->cfg.name, name))
+			return m->peers[i];
+	return NULL;
+}
+
+static void peer_set_mode(struct peer *p, enum peer_mode mode)
+{
+	struct manager *m = p->m;
+	uint8_t buf[32];
+	ssize_t n;
+
+	if (p->mode == mode)
+		return;
+	log_info("%s: peer %s: mode %s -> %s", m->cfg->resource, p->cfg.name,
+		 peer_mode_name(p->mode), peer_mode_name(mode));
+	p->mode = mode;
+	if (p->conn == PEER_UP) {
+		n = wire_encode_set_mode(buf, sizeof(buf), (Dmrepl__V1__Mode)mode);
+		if (n > 0 && peer_queue_frame(p, buf, (size_t)n) == 0)
+			peer_flush(p);
+	}
+}
+
+int primary_set_mode(struct manager *m, const char *peer, const char *mode, char *err,
+		     size_t len)
+{
+	enum peer_mode pm;
+	struct peer *p = primary_find(m, peer);
+
+	if (!p) {
+		snprintf(err, len, "no peer '%s' in resource %s", peer, m->cfg->resource);
+		return -ENOENT;
+	}
+	if (peer_mode_parse(mode, &pm) < 0) {
+		snprintf(err, len, "mode '%s': expected async, semi-sync or sync", mode);
+		return -EINVAL;
+	}
+	peer_set_mode(p, pm);
+	primary_update_kernel_mode(m);
+	primary_update_ring(m);
+	return 0;
+}
+
+int primary_connect(struct manager *m, const char *peer, bool up, char *err, size_t len)
+{
+	struct peer *p = primary_find(m, peer);
+
+	if (!p) {
+		snprintf(err, len, "no peer '%s' in resource %s", peer, m->cfg->resource);
+		return -ENOENT;
+	}
+	if (up) {
+		p->admin_down = false;
+		p->next_attempt_ms = 0;
+		p->backoff_ms = m->cfg->reconnect_min_ms;
+		log_info("%s: peer %s: connect requested", m->cfg->resource, p->cfg.name);
+	} else {
+		p->admin_down = true;
+		peer_close(p, NULL);
+		snprintf(p->last_error, sizeof(p->last_error), "disconnected by the administrator");
+		log_info("%s: peer %s: disconnected by the administrator", m->cfg->resource,
+			 p->cfg.name);
+	}
+	primary_update_kernel_mode(m);
+	primary_update_ring(m);
+	return 0;
+}
+
+/* SIGHUP: peers added, removed, modes and addresses changed; live. */
+int primary_reload(struct manager *m, struct config *n)
+{
+	struct peer **np;
+	unsigned int i, k = 0;
+
+	np = calloc(n->nr_peers + m->nr_peers, sizeof(*np));
+	if (!np)
+		return -ENOMEM;
+	for (i = 0; i < n->nr_peers; i++) {
+		const struct config_peer *cp = &n->peers[i];
+		struct peer *p = primary_find(m, cp->name);
+
+		if (p) {
+			if (strcmp(p->cfg.address.text, cp->address.text)) {
+				p->cfg.address = cp->address;
+				peer_close(p, "address changed by reload");
+				p->next_attempt_ms = 0;
+			}
+			peer_set_mode(p, cp->mode);
+			p->cfg.mode = cp->mode;
+		} else {
+			p = peer_new(m, cp);
+			if (!p) {
+				free(np);
+				return -ENOMEM;
+			}
+			p->cursor = m->released;
+			p->received = p->written = p->durable = m->released;
+			log_info("%s: peer %s added by reload", m->cfg->resource, cp->name);
+		}
+		np[k++] = p;
+	}
+	for (i = 0; i < m->nr_peers; i++) {
+		struct peer *p = m->peers[i];
+		unsigned int j;
+		bool kept = false;
+
+		for (j = 0; j < k; j++)
+			kept |= np[j] == p;
+		if (!kept) {
+			log_info("%s: peer %s removed by reload", m->cfg->resource, p->cfg.name);
+			peer_free(p);
+		}
+	}
+	free(m->peers);
+	m->peers = np;
+	m->nr_peers = k;
+	config_free(m->cfg);
+	m->cfg = n;
+	primary_update_kernel_mode(m);
+	primary_update_ring(m);
+	return 0;
+}
+
+/* ---- status ------------------------------------------------------------------ */
+
+void primary_status(struct manager *m, struct json_object *o)
+{
+	struct json_object *peers = json_object_new_array(), *k = json_object_new_object();
+	struct ring_info ri;
+	unsigned int i;
+	uint64_t s, used = 0;
+
+	ring_get_info(m->ring, &ri);
+	for (s = m->released; s < ri.prod_seq; s++) {
+		const struct dm_repl_rec *rec = ring_rec(m->ring, s);
+
+		if (rec)
+			used += rec->data_len;
+	}
+	json_object_object_add(k, "mode", json_object_new_string(
+		m->kernel_sync ? "sync" : "async"));
+	json_object_object_add(k, "state", json_object_new_string(
+		ri.state & DM_REPL_STATE_OVERFLOW ? "overflow" :
+		ri.state & DM_REPL_STATE_DEGRADED ? "degraded" : "ok"));
+	json_object_object_add(k, "head", json_object_new_uint64(ri.prod_seq));
+	json_object_object_add(k, "tail", json_object_new_uint64(m->released));
+	json_object_object_add(k, "acked", json_object_new_uint64(m->acked));
+	json_object_object_add(k, "ring_bytes", json_object_new_uint64(ri.data_size));
+	json_object_object_add(k, "ring_used_bytes", json_object_new_uint64(used));
+	json_object_object_add(k, "dirty_regions", json_object_new_uint64(ri.dirty_regions));
+	json_object_object_add(k, "overflows", json_object_new_uint64(ri.overflows));
+	json_object_object_add(k, "hold_timeouts", json_object_new_uint64(ri.hold_timeouts));
+	json_object_object_add(k, "stream_id", json_object_new_uint64(ri.ring_id));
+	json_object_object_add(o, "device", json_object_new_string(m->dm_name));
+	json_object_object_add(o, "target", k);
+
+	for (i = 0; i < m->nr_peers; i++) {
+		struct peer *p = m->peers[i];
+		struct json_object *po = json_object_new_object();
+		uint64_t lag_bytes = 0, from = p->conn == PEER_UP ? p->received : p->durable;
+
+		for (s = from; s < ri.prod_seq; s++) {
+			const struct dm_repl_rec *rec = ring_rec(m->ring, s);
+
+			if (rec)
+				lag_bytes += rec->data_len;
+		}
+		json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
+		json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
+		json_object_object_add(po, "mode", json_object_new_string(peer_mode_name(p->mode)));
+		json_object_object_add(po, "connection", json_object_new_string(
+			p->admin_down ? "StandAlone" : conn_name(p->conn)));
+		json_object_object_add(po, "replication", json_object_new_string(
+			p->inconsistent ? "Inconsistent" :
+			p->conn != PEER_UP ? "Off" :
+			p->received >= ri.prod_seq ? "Established" : "Catching-up"));
+		json_object_object_add(po, "sent", json_object_new_uint64(p->cursor));
+		json_object_object_add(po, "received", json_object_new_uint64(p->received));
+		json_object_object_add(po, "written", json_object_new_uint64(p->written));
+		json_object_object_add(po, "durable", json_object_new_uint64(p->durable));
+		json_object_object_add(po, "lag_records", json_object_new_uint64(
+			ri.prod_seq > from ? ri.prod_seq - from : 0));
+		json_object_object_add(po, "lag_bytes", json_object_new_uint64(lag_bytes));
+		json_object_object_add(po, "records_sent", json_object_new_uint64(p->records_sent));
+		json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
+		json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
+		json_object_object_add(po, "holds_ring", json_object_new_boolean(p->holds_ring));
+		if (p->last_error[0])
+			json_object_object_add(po, "last_error",
+					       json_object_new_string(p->last_error));
+		json_object_array_add(peers, po);
+	}
+	json_object_object_add(o, "peers", peers);
+}

@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * replctl: administer dm-repl resources through repld's control socket.
+ *
+ *   replctl status [<resource>...] [--json]
+ *   replctl set-mode <resource> <peer> async|semi-sync|sync
+ *   replctl connect|disconnect <resource> <peer>
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+
+#define RUN_DIR "/run/dm-repl"
+
+static const char *run_dir(void)
+{
+	const char *d = getenv("DMREPL_RUN_DIR");
+
+	return d && *d ? d : RUN_DIR;
+}
+
+static void usage(FILE *f)
+{
+	fputs("Usage: replctl [--json] [--socket PATH] <command> ...\n"
+	      "  status [<resource>...]                 role, peers, lag (all resources by default)\n"
+	      "  set-mode <resource> <peer> <mode>      async, semi-sync or sync, live\n"
+	      "  connect <resource> <peer>              (re)connect a peer\n"
+	      "  disconnect <resource> <peer>           stop replicating to a peer\n"
+	      "Options:\n"
+	      "  -j, --json          machine-readable output\n"
+	      "  -s, --socket PATH   control socket (default " RUN_DIR "/<resource>.sock)\n"
+	      "See replctl(8).\n", f);
+}
+
+/* Send one request, read one JSON reply.  Clear errors when repld is absent. */
+static int ctl_call(const char *resource, const char *sock, struct json_object *req,
+		    struct json_object **ret)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[sizeof(sa.sun_path)], *buf = NULL;
+	size_t len = 0, cap = 0;
+	const char *s;
+	struct pollfd pfd;
+	ssize_t n;
+	int fd, r;
+
+	if (sock)
+		r = snprintf(path, sizeof(path), "%s", sock);
+	else
+		r = snprintf(path, sizeof(path), "%s/%s.sock", run_dir(), resource);
+	if (r < 0 || (size_t)r >= sizeof(path)) {
+		fprintf(stderr, "replctl: socket path too long\n");
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		if (r == -ENOENT || r == -ECONNREFUSED)
+			fprintf(stderr, "replctl: %s: repld is not running for this resource (%s: %s)\n"
+				"         start it with: systemctl start repld@%s\n",
+				resource, path, strerror(-r), resource);
+		else
+			fprintf(stderr, "replctl: %s: %s: %s\n", resource, path, strerror(-r));
+		close(fd);
+		return r;
+	}
+	s = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+	if (write(fd, s, strlen(s)) < 0 || write(fd, "\n", 1) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	for (;;) {
+		if (poll(&pfd, 1, 10000) <= 0) {
+			fprintf(stderr, "replctl: %s: repld did not answer\n", resource);
+			close(fd);
+			free(buf);
+			return -ETIMEDOUT;
+		}
+		if (len + 4096 > cap) {
+			char *nb = realloc(buf, cap + 65536);
+
+			if (!nb) {
+				close(fd);
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap += 65536;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (!buf) {
+		fprintf(stderr, "replctl: %s: empty answer from repld\n", resource);
+		return -EPROTO;
+	}
+	buf[len] = '\0';
+	*ret = json_tokener_parse(buf);
+	free(buf);
+	if (!*ret) {
+		fprintf(stderr, "replctl: %s: unreadable answer from repld\n", resource);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static const char *jstr(struct json_object *o, const char *k)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, k, &v) ? json_object_get_string(v) : "";
+}
+
+static uint64_t ju64(struct json_object *o, const char *k)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, k, &v) ? json_object_get_uint64(v) : 0;
+}
+
+static void human_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+/* Modelled on drbdadm status. */
+static void print_status(struct json_object *o)
+{
+	struct json_object *t, *peers, *pr;
+	char a[32], b[32];
+	size_t i;
+
+	printf("%s role:%s%s\n", jstr(o, "resource"),
+	       !strcmp(jstr(o, "role"), "primary") ? "Primary" : "Secondary",
+	       json_object_get_boolean(json_object_object_get(o, "draining")) ? " (stopping)" : "");
+	if (json_object_object_get_ex(o, "target", &t)) {
+		uint64_t size = ju64(t, "ring_bytes"), used = ju64(t, "ring_used_bytes");
+
+		human_bytes(used, a, sizeof(a));
+		human_bytes(size, b, sizeof(b));
+		printf("  device:/dev/mapper/%s mode:%s state:%s ring:%" PRIu64 "%% (%s of %s)\n",
+		       jstr(o, "device"), jstr(t, "mode"), jstr(t, "state"),
+		       size ? used * 100 / size : 0, a, b);
+		printf("    records:%" PRIu64 "..%" PRIu64 " acked:%" PRIu64, ju64(t, "tail"),
+		       ju64(t, "head"), ju64(t, "acked"));
+		if (ju64(t, "dirty_regions"))
+			printf(" out-of-sync-regions:%" PRIu64, ju64(t, "dirty_regions"));
+		if (ju64(t, "overflows") || ju64(t, "hold_timeouts"))
+			printf(" overflows:%" PRIu64 " hold-timeouts:%" PRIu64,
+			       ju64(t, "overflows"), ju64(t, "hold_timeouts"));
+		printf("\n");
+	}
+	if (json_object_object_get_ex(o, "peers", &peers)) {
+		for (i = 0; i < json_object_array_length(peers); i++) {
+			struct json_object *p = json_object_array_get_idx(peers, i);
+
+			human_bytes(ju64(p, "lag_bytes"), a, sizeof(a));
+			printf("  %s connection:%s mode:%s replication:%s\n", jstr(p, "name"),
+			       jstr(p, "connection"), jstr(p, "mode"), jstr(p, "replication"));
+			printf("    lag:%" PRIu64 " records (%s) sent:%" PRIu64 " received:%" PRIu64
+			       " written:%" PRIu64 " durable:%" PRIu64 "\n",
+			       ju64(p, "lag_records"), a, ju64(p, "sent"), ju64(p, "received"),
+			       ju64(p, "written"), ju64(p, "durable"));
+			if (*jstr(p, "last_error") && strcmp(jstr(p, "connection"), "Connected"))
+				printf("    last error: %s\n", jstr(p, "last_error"));
+		}
+	}
+	if (json_object_object_get_ex(o, "primary", &pr)) {
+		human_bytes(ju64(o, "device_sectors") * 512, a, sizeof(a));
+		printf("  device:%s (%s)\n", jstr(o, "device"), a);
+		printf("  %s connection:%s mode:%s\n", jstr(pr, "name"), jstr(pr, "connection"),
+		       jstr(pr, "mode"));
+		printf("    stream:%016" PRIx64 " received:%" PRIu64 " written:%" PRIu64
+		       " durable:%" PRIu64 "\n", ju64(pr, "stream_id"), ju64(pr, "received"),
+		       ju64(pr, "written"), ju64(pr, "durable"));
+	}
+}
+
+static int all_resources(char ***ret, int *nr)
+{
+	struct dirent *de;
+	char **v = NULL;
+	int n = 0;
+	DIR *d = opendir(run_dir());
+
+	if (!d) {
+		*ret = NULL;
+		*nr = 0;
+		return 0;
+	}
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		char **nv;
+
+		if (l < 6 || strcmp(de->d_name + l - 5, ".sock"))
+			continue;
+		nv = realloc(v, sizeof(*v) * (size_t)(n + 1));
+		if (!nv)
+			break;
+		v = nv;
+		v[n] = strndup(de->d_name, l - 5);
+		if (v[n])
+			n++;
+	}
+	closedir(d);
+	*ret = v;
+	*nr = n;
+	return 0;
+}
+
+static int cmd_status(int argc, char **argv, bool json, const char *sock)
+{
+	struct json_object *req = json_object_new_object(), *all = json_object_new_array();
+	char **res = argv;
+	int nr = argc, i, r, rc = 0;
+	bool allocated = false;
+
+	json_object_object_add(req, "cmd", json_object_new_string("status"));
+	if (!nr && !sock) {
+		all_resources(&res, &nr);
+		allocated = true;
+		if (!nr) {
+			fprintf(stderr, "replctl: no repld is running (no control socket in %s)\n",
+				run_dir());
+			rc = -ENOENT;
+		}
+	}
+	for (i = 0; i < nr || (sock && i == 0 && !nr); i++) {
+		struct json_object *reply = NULL;
+		const char *name = nr ? res[i] : "(socket)";
+
+		r = ctl_call(name, sock, req, &reply);
+		if (r < 0) {
+			rc = r;
+			continue;
+		}
+		if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
+			fprintf(stderr, "replctl: %s: %s\n", name, jstr(reply, "error"));
+			json_object_put(reply);
+			rc = -EINVAL;
+			continue;
+		}
+		if (json)
+			json_object_array_add(all, reply);
+		else {
+			print_status(reply);
+			json_object_put(reply);
+		}
+	}
+	if (json)
+		printf("%s\n", json_object_to_json_string_ext(
+			       json_object_array_length(all) == 1 && (argc == 1 || sock) ?
+			       json_object_array_get_idx(all, 0) : all, JSON_C_TO_STRING_PRETTY));
+	json_object_put(all);
+	json_object_put(req);
+	if (allocated) {
+		for (i = 0; i < nr; i++)
+			free(res[i]);
+		free(res);
+	}
+	return rc;
+}
+
+static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const char *sock)
+{
+	struct json_object *req, *reply = NULL;
+	bool set_mode = !strcmp(cmd, "set-mode");
+	enum peer_mode mode;
+	int r;
+
+	if (argc != (set_mode ? 3 : 2)) {
+		fprintf(stderr, "replctl: usage: replctl %s <resource> <peer>%s\n", cmd,
+			set_mode ? " async|semi-sync|sync" : "");
+		return -EINVAL;
+	}
+	if (set_mode && peer_mode_parse(argv[2], &mode) < 0) {
+		fprintf(stderr, "replctl: mode '%s': expected async, semi-sync or sync\n", argv[2]);
+		return -EINVAL;
+	}
+	req = json_object_new_object();
+	json_object_object_add(req, "cmd", json_object_new_string(cmd));
+	json_object_object_add(req, "peer", json_object_new_string(argv[1]));
+	if (set_mode)
+		json_object_object_add(req, "mode", json_object_new_string(argv[2]));
+	r = ctl_call(argv[0], sock, req, &reply);
+	json_object_put(req);
+	if (r < 0)
+		return r;
+	if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
+		fprintf(stderr, "replctl: %s: %s\n", argv[0], jstr(reply, "error"));
+		json_object_put(reply);
+		return -EINVAL;
+	}
+	if (json)
+		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
+	json_object_put(reply);
+	return 0;
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *sock = NULL, *cmd;
+	bool json = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+js:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 's':
+			sock = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	cmd = argv[optind++];
+	/* options may also follow the command */
+	for (int i = optind; i < argc; i++) {
+		if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j")) {
+			json = true;
+			memmove(&argv[i], &argv[i + 1], sizeof(*argv) * (size_t)(argc - i - 1));
+			argc--;
+			i--;
+		}
+	}
+	if (!strcmp(cmd, "status"))
+		return cmd_status(argc - optind, argv + optind, json, sock);
+	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect"))
+		return cmd_peer(cmd, argc - optind, argv + optind, json, sock);
+	fprintf(stderr, "replctl: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return -EINVAL;
+}
+
+int main(int argc, char **argv)
+{
+	return run(argc, argv) < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * repld: the dm-repl replication daemon, one resource per process.
+ *
+ *   repld [-d] <resource>            reads /etc/dm-repl/<resource>.conf
+ *   repld [-d] -c <file>
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "manager.h"
+
+#ifndef REPL_VERSION
+#define REPL_VERSION "unknown"
+#endif
+
+static void usage(FILE *f)
+{
+	fputs("Usage: repld [options] <resource>\n"
+	      "       repld [options] -c <config file>\n"
+	      "Replicate the repl device of a resource to its peers (primary), or\n"
+	      "receive and write its records (secondary).  See repld(8), repl.conf(5).\n"
+	      "  -c, --config FILE   configuration (default /etc/dm-repl/<resource>.conf)\n"
+	      "  -d, --debug         debug messages\n"
+	      "  -t, --test-config   check the configuration and exit\n"
+	      "  -V, --version\n"
+	      "  -h, --help\n", f);
+}
+
+static int run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "test-config", no_argument, NULL, 't' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	_cleanup_(manager_freep) struct manager *m = NULL;
+	struct config *cfg = NULL;
+	char path[4096], err[512];
+	const char *config = NULL;
+	bool debug = false, test = false;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "c:dtVh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'd':
+			debug = true;
+			break;
+		case 't':
+			test = true;
+			break;
+		case 'V':
+			printf("repld %s\n", REPL_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	log_setup("repld", debug);
+	if (!config) {
+		if (optind + 1 != argc) {
+			usage(stderr);
+			return -EINVAL;
+		}
+		r = config_path(argv[optind], path, sizeof(path));
+		if (r < 0)
+			return log_error_errno(r, "resource name '%s'", argv[optind]);
+		config = path;
+	} else if (optind != argc) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	r = config_load(config, &cfg, err, sizeof(err));
+	if (r < 0) {
+		log_error("%s", err);
+		return r;
+	}
+	if (test) {
+		printf("%s: resource %s, node %s, %s, %u peer(s): OK\n", config, cfg->resource,
+		       cfg->node, role_name(cfg->role), cfg->nr_peers);
+		config_free(cfg);
+		return 0;
+	}
+	r = manager_new(cfg, &m);
+	if (r < 0) {
+		config_free(cfg);
+		return log_error_errno(r, "manager");
+	}
+	r = manager_start(m);
+	if (r < 0)
+		return r;
+	return manager_run(m);
+}
+
+int main(int argc, char **argv)
+{
+	int r = run(argc, argv);
+
+	return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
