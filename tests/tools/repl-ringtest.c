@@ -96,6 +96,8 @@
 
 #include <xxhash.h>
 
+#include "seqgen.h"
+
 #include "ring.h"
 
 #define PROG		"repl-ringtest"
@@ -623,13 +625,6 @@ struct gen_op {
 	uint64_t len;		/* bytes, 0 for a flush */
 };
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static bool every(uint64_t m, uint64_t i)
 {
 	return m && (i + 1) % m == 0;
@@ -660,21 +655,6 @@ static void gen_op(const struct seq_opts *o, uint64_t region, uint64_t i,
 		nblk = blocks;
 	ret->off = (b % (blocks - nblk + 1)) * BLOCK;
 	ret->len = nblk * BLOCK;
-}
-
-/* The payload word at device byte offset pos (8-aligned) of write i. */
-static uint64_t pattern_word(uint64_t seed, uint64_t i, uint64_t pos)
-{
-	return mix64(seed ^ mix64((i + 1) * 0xd6e8feb86659fd93ULL ^ pos));
-}
-
-static void pattern_fill(uint64_t seed, uint64_t i, uint64_t off, void *buf,
-			 uint64_t len)
-{
-	uint64_t *w = buf;
-
-	for (uint64_t k = 0; k < len / 8; k++)
-		w[k] = pattern_word(seed, i, off + k * 8);
 }
 
 /* Device limits that decide how operations become records. */

@@ -1,0 +1,110 @@
+# Helpers for the host integration tests (bash; sourced).
+# Each test gets a directory under $DMREPL_BUILD_DIR/itest/<name> (the build
+# directory is on a filesystem with O_DIRECT, unlike a tmpfs /tmp), its own
+# loopback ports, and repld secondaries it stops on exit.
+set -euo pipefail
+B=${DMREPL_BUILD_DIR:?}
+NAME=$(basename "$0" .sh)
+T=$B/itest/$NAME
+REPLD=$B/daemon/repld
+REPLCTL=$B/daemon/replctl
+SIM=$B/tests/integration/repl-simprimary
+BADPEER=$B/tests/integration/repl-badpeer
+rm -rf "$T"
+mkdir -p "$T"
+cd "$T"
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "PASS: $*"; }
+log() { echo "[$(date +%T.%N | cut -c1-12)] $*"; }
+
+# free_port : a TCP port nobody listens on now
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return; }
+	done
+}
+
+# secondary NAME PORT [SIZE_MB] [extra config lines] : config, device file,
+# start repld; its pid in SEC_PID[NAME]
+declare -A SEC_PID SEC_PORT
+secondary_config() {
+	local n=$1 port=$2
+	cat > "$T/$n.conf" <<EOC
+resource = "r0";
+node = "$n";
+role = "secondary";
+device = "$T/$n.img";
+listen = "127.0.0.1:$port";
+state-dir = "$T/state-$n";
+control-socket = "$T/$n.sock";
+keepalive-ms = 200;
+peer-timeout-ms = 2000;
+checkpoint-ms = 200;
+peers = ( { name = "alpha"; address = "127.0.0.1"; } );
+EOC
+}
+secondary_start() {
+	local n=$1
+	"$REPLD" -c "$T/$n.conf" >> "$T/$n.log" 2>&1 &
+	SEC_PID[$n]=$!
+	PIDS+=($!)
+	local i=0
+	until ss -Htln "sport = :${SEC_PORT[$n]}" | grep -q .; do
+		i=$((i + 1)); [ $i -lt 100 ] || { cat "$T/$n.log"; fail "secondary $n did not listen"; }
+		kill -0 "${SEC_PID[$n]}" 2>/dev/null || { cat "$T/$n.log"; fail "secondary $n died"; }
+		sleep 0.05
+	done
+}
+secondary() {
+	local n=$1 size=${2:-64}
+	SEC_PORT[$n]=$(free_port)
+	truncate -s "${size}M" "$T/$n.img"
+	secondary_config "$n" "${SEC_PORT[$n]}"
+	secondary_start "$n"
+}
+secondary_stop() {
+	kill "${SEC_PID[$1]}" 2>/dev/null || true
+	wait "${SEC_PID[$1]}" 2>/dev/null || true
+}
+
+# primary_config PEER:MODE... : the sim primary's configuration
+primary_config() {
+	local p n m peers=""
+	for p in "$@"; do
+		n=${p%%:*}; m=${p#*:}
+		peers="$peers${peers:+,} { name = \"$n\"; address = \"127.0.0.1:${SEC_PORT[$n]}\"; mode = \"$m\"; }"
+	done
+	cat > "$T/alpha.conf" <<EOC
+resource = "r0";
+node = "alpha";
+role = "primary";
+device = "$T/alpha.img";
+control-socket = "$T/alpha.sock";
+ring-size-mb = ${RING_MB:-16};
+keepalive-ms = 200;
+peer-timeout-ms = 2000;
+reconnect-min-ms = 50;
+reconnect-max-ms = 500;
+peers = ( $peers );
+EOC
+}
+
+# same_as_primary NAME... : device files equal to the primary's
+same_as_primary() {
+	local n
+	for n in "$@"; do
+		cmp "$T/alpha.img" "$T/$n.img" || fail "$n's copy differs from the primary"
+	done
+}
+
+# status NAME : the JSON status of a running repld (or the sim primary: alpha)
+status() { "$REPLCTL" --json -s "$T/$1.sock" status; }

@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * repl-simprimary: repld's primary role against a userspace stand-in for
+ * the kernel, so the daemon can be tested on any host.
+ *
+ *   repl-simprimary -c <primary.conf> --dev <file> --seed S --count N
+ *       [--max-kb K] [--region-mb R] [--flush-every M] [--fua-every M]
+ *       [--discard-every M] [--ring-records N] [--check PEER=FILE]...
+ *       [--rate-ms M] [--hold-ms M]
+ *
+ * It runs repld's manager in this process with a memory ring
+ * (libreplring's producer side, the same layout and rules as the kernel),
+ * and a producer thread that plays the repl target: operation i (a write
+ * of pseudo-random extent and content, a flush, a FUA write, a discard) is
+ * applied to <file> (the "primary's device") and logged into the ring.
+ * Like the target, when the manager put it in sync mode, the producer
+ * waits for each record's acknowledgment (up to --hold-ms, then it counts
+ * a hold timeout and goes on).  With --check PEER=FILE, at the moment a
+ * record is acknowledged the producer reads FILE (that sync peer's device)
+ * and checks the write is there: a sync acknowledgment must never precede
+ * the peer's write.
+ *
+ * When all operations are logged, it waits until every peer acknowledged
+ * everything (or 60 s), stops the manager, prints a summary and exits
+ * 0 (clean), 1 (a check failed), 2 (setup error).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "manager.h"
+#include "ring.h"
+#include "seqgen.h"
+
+#define BLOCK 4096U
+#define MAX_CHECKS 8
+
+struct check {
+	char peer[CONFIG_NAME_MAX + 1];
+	int fd;
+};
+
+struct sim {
+	struct ring *ring;
+	int dev_fd;
+	uint64_t seed, count, max_kb, region, flush_every, fua_every, discard_every;
+	unsigned int rate_ms, hold_ms;
+	struct check checks[MAX_CHECKS];
+	unsigned int nr_checks;
+	atomic_bool sync;		/* the "target's" mode, set by the manager */
+	atomic_uint mode_changes;
+	atomic_bool done;
+	atomic_bool failed;
+	uint64_t hold_timeouts, acked_waits, checked;
+	uint64_t last_seq;
+	/* like the target: after a hold timeout, stop waiting until the
+	 * acknowledgments have caught up with where we stopped */
+	bool degraded;
+	uint64_t degraded_seq;
+};
+
+static int sim_set_mode(void *ctx, bool sync)
+{
+	struct sim *s = ctx;
+
+	atomic_store(&s->sync, sync);
+	atomic_fetch_add(&s->mode_changes, 1);
+	return 0;
+}
+
+static int sim_set_hold(void *ctx, unsigned int ms)
+{
+	(void)ctx;
+	(void)ms;
+	return 0;
+}
+
+static const struct manager_kernel_ops sim_ops = {
+	.set_mode = sim_set_mode,
+	.set_hold_timeout = sim_set_hold,
+};
+
+static bool every(uint64_t m, uint64_t i)
+{
+	return m && (i + 1) % m == 0;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Produce one record, waiting for ring space like the target does. */
+static int sim_log(struct sim *s, uint16_t op, uint16_t flags, uint64_t sector,
+		   uint32_t nr, const void *payload, uint32_t len, uint64_t *seq)
+{
+	int r;
+
+	for (;;) {
+		r = ring_mem_produce(s->ring, op, flags, sector, nr, payload, len, seq);
+		if (r != -EAGAIN)
+			return r;
+		if (atomic_load(&s->done))
+			return -ECANCELED;	/* the manager is gone */
+		r = ring_mem_wait_kick(s->ring, 1000);
+		if (r < 0 && r != -EINVAL)
+			return r;
+	}
+}
+
+/* Sync mode: wait for the acknowledgment of seq, then check the sync peers. */
+static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *payload,
+			 uint32_t len)
+{
+	uint64_t deadline = mono_ms() + s->hold_ms;
+	unsigned int i;
+	void *back;
+
+	if (s->degraded) {
+		ring_mem_wait_kick(s->ring, 0);
+		if (ring_mem_acked(s->ring) >= s->degraded_seq && seq - ring_mem_acked(s->ring) <= 64)
+			s->degraded = false;
+		else
+			return;
+	}
+	while (ring_mem_acked(s->ring) <= seq) {
+		if (!atomic_load(&s->sync) || atomic_load(&s->done))
+			return;
+		if (mono_ms() >= deadline) {
+			s->hold_timeouts++;
+			s->degraded = true;
+			s->degraded_seq = seq + 1;
+			return;
+		}
+		ring_mem_wait_kick(s->ring, 50);
+	}
+	s->acked_waits++;
+	if (!payload || !s->nr_checks)
+		return;
+	if (posix_memalign(&back, BLOCK, len))
+		return;
+	for (i = 0; i < s->nr_checks; i++) {
+		ssize_t n = pread(s->checks[i].fd, back, len, (off_t)off);
+
+		if (n != (ssize_t)len || memcmp(back, payload, len)) {
+			fprintf(stderr, "repl-simprimary: FAIL: record %" PRIu64 " acknowledged before peer %s had written it (offset %" PRIu64 ", %u bytes)\n",
+				seq, s->checks[i].peer, off, len);
+			atomic_store(&s->failed, true);
+		}
+	}
+	s->checked++;
+	free(back);
+}
+
+static void *sim_producer(void *arg)
+{
+	struct sim *s = arg;
+	uint64_t blocks = s->region / BLOCK, i, seq = 0;
+	void *buf;
+
+	if (posix_memalign(&buf, BLOCK, s->max_kb * 1024)) {
+		atomic_store(&s->failed, true);
+		return NULL;
+	}
+	for (i = 0; i < s->count && !atomic_load(&s->failed); i++) {
+		uint64_t a = mix64(s->seed * 0x9e3779b97f4a7c15ULL + 2 * i + 1);
+		uint64_t b = mix64(s->seed * 0x9e3779b97f4a7c15ULL + 2 * i + 2);
+		uint64_t nblk = 1 + a % (s->max_kb * 1024 / BLOCK), off;
+		uint16_t op = DM_REPL_OP_WRITE, flags = 0;
+		uint32_t len;
+		int r;
+
+		if (nblk > blocks)
+			nblk = blocks;
+		off = (b % (blocks - nblk + 1)) * BLOCK;
+		len = (uint32_t)(nblk * BLOCK);
+		if (every(s->flush_every, i)) {
+			if (fdatasync(s->dev_fd) < 0)
+				goto io_error;
+			op = DM_REPL_OP_FLUSH;
+			len = 0;
+			r = sim_log(s, op, 0, 0, 0, NULL, 0, &seq);
+		} else if (every(s->discard_every, i)) {
+			/* the primary's device reads zeroes after a discard here,
+			 * and so must the secondary's for the files to compare */
+			if (fallocate(s->dev_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)off, len) < 0)
+				goto io_error;
+			op = DM_REPL_OP_DISCARD;
+			r = sim_log(s, op, 0, off >> 9, len >> 9, NULL, 0, &seq);
+			len = 0;
+		} else {
+			if (every(s->fua_every, i))
+				flags |= DM_REPL_F_FUA;
+			pattern_fill(s->seed, i, off, buf, len);
+			if (pwrite(s->dev_fd, buf, len, (off_t)off) != (ssize_t)len)
+				goto io_error;
+			r = sim_log(s, op, flags, off >> 9, len >> 9, buf, len, &seq);
+		}
+		if (r < 0) {
+			fprintf(stderr, "repl-simprimary: produce: %s\n", strerror(-r));
+			atomic_store(&s->failed, true);
+			break;
+		}
+		s->last_seq = seq;
+		if (atomic_load(&s->sync))
+			sim_wait_ack(s, seq, off, op == DM_REPL_OP_WRITE ? buf : NULL, len);
+		if (s->rate_ms)
+			usleep(s->rate_ms * 1000);
+	}
+	free(buf);
+	atomic_store(&s->done, true);
+	return NULL;
+
+io_error:
+	fprintf(stderr, "repl-simprimary: primary device: %s\n", strerror(errno));
+	atomic_store(&s->failed, true);
+	free(buf);
+	atomic_store(&s->done, true);
+	return NULL;
+}
+
+/* After the last record: wait until the peers have everything, then stop. */
+static void *sim_finisher(void *arg)
+{
+	struct sim *s = arg;
+	uint64_t deadline;
+	struct ring_info ri;
+
+	while (!atomic_load(&s->done))
+		usleep(20000);
+	deadline = mono_ms() + 60000;
+	for (;;) {
+		ring_get_info(s->ring, &ri);
+		/* the manager released everything: every peer has it durably */
+		if (ri.release_seq == ri.prod_seq || atomic_load(&s->failed))
+			break;
+		if (mono_ms() > deadline) {
+			fprintf(stderr, "repl-simprimary: peers did not acknowledge everything in 60 s (released %" PRIu64 " of %" PRIu64 ")\n",
+				ri.release_seq, ri.prod_seq);
+			atomic_store(&s->failed, true);
+			break;
+		}
+		usleep(20000);
+	}
+	kill(getpid(), SIGTERM);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "dev", required_argument, NULL, 'D' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "max-kb", required_argument, NULL, 'k' },
+		{ "region-mb", required_argument, NULL, 'R' },
+		{ "flush-every", required_argument, NULL, 'F' },
+		{ "fua-every", required_argument, NULL, 'U' },
+		{ "discard-every", required_argument, NULL, 'X' },
+		{ "ring-records", required_argument, NULL, 'N' },
+		{ "check", required_argument, NULL, 'C' },
+		{ "rate-ms", required_argument, NULL, 'r' },
+		{ "hold-ms", required_argument, NULL, 'H' },
+		{ 0 },
+	};
+	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
+			 .hold_ms = 5000 };
+	const char *cfgpath = NULL, *dev = NULL;
+	_cleanup_(manager_freep) struct manager *m = NULL;
+	struct config *cfg = NULL;
+	pthread_t prod, fin;
+	uint64_t ring_records = 0, dev_size;
+	char err[512];
+	sigset_t mask;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': cfgpath = optarg; break;
+		case 'D': dev = optarg; break;
+		case 's': s.seed = strtoull(optarg, NULL, 0); break;
+		case 'n': s.count = strtoull(optarg, NULL, 0); break;
+		case 'k': s.max_kb = strtoull(optarg, NULL, 0); break;
+		case 'R': s.region = strtoull(optarg, NULL, 0) << 20; break;
+		case 'F': s.flush_every = strtoull(optarg, NULL, 0); break;
+		case 'U': s.fua_every = strtoull(optarg, NULL, 0); break;
+		case 'X': s.discard_every = strtoull(optarg, NULL, 0); break;
+		case 'N': ring_records = strtoull(optarg, NULL, 0); break;
+		case 'r': s.rate_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'H': s.hold_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'C': {
+			const char *eq = strchr(optarg, '=');
+
+			if (!eq || s.nr_checks == MAX_CHECKS || eq - optarg > CONFIG_NAME_MAX) {
+				fprintf(stderr, "repl-simprimary: --check PEER=FILE\n");
+				return 2;
+			}
+			memcpy(s.checks[s.nr_checks].peer, optarg, (size_t)(eq - optarg));
+			s.checks[s.nr_checks].fd = open(eq + 1, O_RDONLY | O_CLOEXEC);
+			if (s.checks[s.nr_checks].fd < 0) {
+				fprintf(stderr, "repl-simprimary: %s: %s\n", eq + 1, strerror(errno));
+				return 2;
+			}
+			s.nr_checks++;
+			break;
+		}
+		default:
+			return 2;
+		}
+	}
+	if (!cfgpath || !dev || !s.max_kb || s.max_kb > 1024 || s.max_kb % 4) {
+		fprintf(stderr, "repl-simprimary: -c and --dev are required; --max-kb 4..1024, a multiple of 4\n");
+		return 2;
+	}
+	log_setup("repld(sim)", getenv("SIM_DEBUG") != NULL);
+	r = config_load(cfgpath, &cfg, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "repl-simprimary: %s\n", err);
+		return 2;
+	}
+	s.dev_fd = open(dev, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s.dev_fd < 0) {
+		fprintf(stderr, "repl-simprimary: %s: %s\n", dev, strerror(errno));
+		return 2;
+	}
+	dev_size = s.region;
+	if (ftruncate(s.dev_fd, (off_t)dev_size) < 0)
+		return 2;
+	if (!ring_records)
+		ring_records = cfg->ring_size_mb * 256ULL;	/* one slot per 4 KiB */
+	r = ring_mem_new((uint32_t)ring_records, (uint64_t)cfg->ring_size_mb << 20,
+			 dev_size >> 9, &s.ring);
+	if (r < 0) {
+		fprintf(stderr, "repl-simprimary: memory ring: %s\n", strerror(-r));
+		return 2;
+	}
+	r = manager_new(cfg, &m);
+	if (r < 0)
+		return 2;
+	manager_use_ring(m, s.ring, &sim_ops, &s);
+	r = manager_start(m);
+	if (r < 0)
+		return 2;
+	/* the threads must not take the signals the manager reads */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	if (pthread_create(&prod, NULL, sim_producer, &s) ||
+	    pthread_create(&fin, NULL, sim_finisher, &s))
+		return 2;
+	r = manager_run(m);
+	atomic_store(&s.failed, atomic_load(&s.failed) || r < 0);
+	atomic_store(&s.done, true);
+	pthread_join(prod, NULL);
+	pthread_join(fin, NULL);
+	printf("repl-simprimary: %" PRIu64 " operations, last record %" PRIu64
+	       ", sync waits %" PRIu64 ", checked %" PRIu64 ", hold timeouts %" PRIu64
+	       ", mode changes %u: %s\n", s.count, s.last_seq, s.acked_waits, s.checked,
+	       s.hold_timeouts, atomic_load(&s.mode_changes),
+	       atomic_load(&s.failed) ? "FAILED" : "ok");
+	return atomic_load(&s.failed) ? 1 : 0;
+}
