@@ -1,0 +1,66 @@
+# Helpers for guest tests of repld with the real module (source after
+# guest-lib.sh and repl-lib.sh).  A primary over /dev/vda (the repl device
+# /dev/mapper/r0) and a secondary writing /dev/vdb, on loopback.
+# shellcheck shell=sh
+
+REPLD=$DMREPL_BUILD_DIR/daemon/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+CONF=/tmp/dm-repl
+mkdir -p $CONF
+
+# repld_configs MODE [extra primary settings] : write alpha.conf and beta.conf
+repld_configs() {
+	cat > $CONF/beta.conf <<EOC
+resource = "r0";
+node = "beta";
+role = "secondary";
+device = "/dev/vdb";
+listen = "127.0.0.1:7789";
+state-dir = "/tmp/state-beta";
+control-socket = "/run/dm-repl/beta.sock";
+peers = ( { name = "alpha"; address = "127.0.0.1"; } );
+EOC
+	cat > $CONF/alpha.conf <<EOC
+resource = "r0";
+node = "alpha";
+role = "primary";
+device = "/dev/vda";
+ring-size-mb = ${RING_MB:-64};
+hold-timeout-ms = ${HOLD_MS:-3000};
+peer-timeout-ms = ${PEER_TIMEOUT_MS:-2000};
+keepalive-ms = 300;
+${2:-}
+peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "$1"; } );
+EOC
+}
+
+# repld_start : secondary, then primary; waits until connected
+repld_start() {
+	"$REPLD" -c $CONF/beta.conf > /tmp/beta.log 2>&1 &
+	BETA=$!
+	wait_for 10 "ss -Htln 'sport = :7789' | grep -q ." || { cat /tmp/beta.log; fail "secondary did not listen"; }
+	"$REPLD" -c $CONF/alpha.conf > /tmp/alpha.log 2>&1 &
+	ALPHA=$!
+	wait_for 20 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
+		{ cat /tmp/alpha.log /tmp/beta.log; fail "primary did not connect"; }
+}
+
+# repld_json FIELD-PATH : a value from the primary's status (jq path)
+repld_json() {
+	"$REPLCTL" --json status r0 | jq -r "$1"
+}
+
+# repld_stop : primary (drains), then secondary
+repld_stop() {
+	kill -TERM "$ALPHA" 2>/dev/null || true
+	wait "$ALPHA" 2>/dev/null || true
+	kill -TERM "$BETA" 2>/dev/null || true
+	wait "$BETA" 2>/dev/null || true
+}
+
+# replicas_equal BYTES : the first BYTES of vda and vdb are equal (their
+# page caches are dropped first: the writes went around them)
+replicas_equal() {
+	blockdev --flushbufs /dev/vda /dev/vdb
+	cmp -n "$1" /dev/vda /dev/vdb
+}
