@@ -41,7 +41,7 @@ if [ $# -gt 0 ]; then
 	run "$B" "$@"
 else
 	run "$B-asan" --suite unit --suite integration
-	run "$B-clang" --suite unit
+	run "$B-clang" --suite unit --suite fuzz
 	run "$B"
 fi
 
