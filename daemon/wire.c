@@ -181,9 +181,13 @@ static int data_check(const Dmrepl__V1__Data *d, char *reason, size_t rlen)
 				    d->payload_len, d->nr_sectors);
 		break;
 	case DM_REPL_OP_FLUSH:
+	case DM_REPL_OP_GAP:
+		/* no extent: a flush, or the mark of writes the target did not
+		 * log (it keeps sequence numbers contiguous on the wire) */
 		if (d->nr_sectors || d->sector || d->payload_len)
 			return fail(reason, rlen, -EPROTO,
-				    "Data FLUSH with sector %" PRIu64 ", nr_sectors %" PRIu32 ", payload_len %" PRIu32 " (all must be 0)",
+				    "Data %s with sector %" PRIu64 ", nr_sectors %" PRIu32 ", payload_len %" PRIu32 " (all must be 0)",
+				    d->op == DM_REPL_OP_FLUSH ? "FLUSH" : "GAP",
 				    d->sector, d->nr_sectors, d->payload_len);
 		return 0;
 	case DM_REPL_OP_DISCARD:
@@ -199,9 +203,6 @@ static int data_check(const Dmrepl__V1__Data *d, char *reason, size_t rlen)
 				    d->op == DM_REPL_OP_DISCARD ?
 				    "DISCARD" : "WRITE_ZEROES", d->payload_len);
 		break;
-	case DM_REPL_OP_GAP:
-		return fail(reason, rlen, -EPROTO,
-			    "Data op GAP does not travel");
 	default:
 		return fail(reason, rlen, -EPROTO, "Data op %" PRIu32 " unknown",
 			    d->op);

@@ -243,8 +243,8 @@ int main(int argc, char **argv)
 	save(dir, "bad-payload-len");
 
 	start(0x00);
-	raw_data(DM_REPL_OP_GAP, 0, 0, 0);
-	save(dir, "bad-gap");
+	raw_data(DM_REPL_OP_GAP, 8, 8, 0);
+	save(dir, "bad-gap-extent");
 
 	start(0x00);
 	raw_data(DM_REPL_OP_DISCARD, UINT64_MAX - 1, 8, 0);

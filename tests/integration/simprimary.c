@@ -6,7 +6,7 @@
  *   repl-simprimary -c <primary.conf> --dev <file> --seed S --count N
  *       [--max-kb K] [--region-mb R] [--flush-every M] [--fua-every M]
  *       [--discard-every M] [--ring-records N] [--check PEER=FILE]...
- *       [--rate-ms M] [--hold-ms M]
+ *       [--rate-ms M] [--hold-ms M] [--gap-at I]
  *
  * It runs repld's manager in this process with a memory ring
  * (libreplring's producer side, the same layout and rules as the kernel),
@@ -19,6 +19,9 @@
  * record is acknowledged the producer reads FILE (that sync peer's device)
  * and checks the write is there: a sync acknowledgment must never precede
  * the peer's write.
+ *
+ * --gap-at I logs a GAP record before operation I (1-based), as the
+ * target does after an overflow.
  *
  * When all operations are logged, it waits until every peer acknowledged
  * everything (or 60 s), stops the manager, prints a summary and exits
@@ -55,6 +58,7 @@ struct sim {
 	struct ring *ring;
 	int dev_fd;
 	uint64_t seed, count, max_kb, region, flush_every, fua_every, discard_every;
+	uint64_t gap_at;		/* log a GAP before operation gap_at - 1 */
 	unsigned int rate_ms, hold_ms;
 	struct check checks[MAX_CHECKS];
 	unsigned int nr_checks;
@@ -188,6 +192,12 @@ static void *sim_producer(void *arg)
 			nblk = blocks;
 		off = (b % (blocks - nblk + 1)) * BLOCK;
 		len = (uint32_t)(nblk * BLOCK);
+		if (s->gap_at && i + 1 == s->gap_at) {
+			/* the target overflowed here: a GAP record */
+			r = sim_log(s, DM_REPL_OP_GAP, 0, 0, 0, NULL, 0, &seq);
+			if (r < 0)
+				goto io_error;
+		}
 		if (every(s->flush_every, i)) {
 			if (fdatasync(s->dev_fd) < 0)
 				goto io_error;
@@ -277,6 +287,7 @@ int main(int argc, char **argv)
 		{ "check", required_argument, NULL, 'C' },
 		{ "rate-ms", required_argument, NULL, 'r' },
 		{ "hold-ms", required_argument, NULL, 'H' },
+		{ "gap-at", required_argument, NULL, 'G' },
 		{ 0 },
 	};
 	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
@@ -304,6 +315,7 @@ int main(int argc, char **argv)
 		case 'N': ring_records = strtoull(optarg, NULL, 0); break;
 		case 'r': s.rate_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'H': s.hold_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'G': s.gap_at = strtoull(optarg, NULL, 0); break;
 		case 'C': {
 			const char *eq = strchr(optarg, '=');
 

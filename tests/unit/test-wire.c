@@ -817,7 +817,7 @@ static void test_malformed(void)
 
 	/* Data */
 	bad_data("Data op 0", 0, 0, 0, 1, 512, -EPROTO, "Data op 0 unknown");
-	bad_data("Data op GAP", DM_REPL_OP_GAP, 0, 0, 0, 0, -EPROTO, "GAP");
+	bad_data("Data GAP with an extent", DM_REPL_OP_GAP, 0, 8, 8, 0, -EPROTO, "GAP with sector 8");
 	bad_data("Data op 6", 6, 0, 0, 1, 0, -EPROTO, "Data op 6 unknown");
 	bad_data("Data op 2^32-1", UINT32_MAX, 0, 0, 1, 0, -EPROTO,
 		 "unknown");
@@ -1139,7 +1139,9 @@ static void test_encoders(void)
 	f.msg_case = (Dmrepl__V1__Frame__MsgCase)9;
 	CHECK_RC(wire_encode(&f, b, sizeof(b)), -EINVAL);
 	CHECK_RC(wire_encode_data(b, sizeof(b), &(struct dm_repl_rec) {
-		.op = DM_REPL_OP_GAP }), -EINVAL);
+		.op = DM_REPL_OP_GAP, .nr_sectors = 8 }), -EINVAL);
+	CHECK(wire_encode_data(b, sizeof(b), &(struct dm_repl_rec) {
+		.op = DM_REPL_OP_GAP, .seq = 5 }) > 0, "a GAP record encodes");
 
 	/* a valid message that packs beyond WIRE_MAX_FRAME */
 	uf.tag = 200;

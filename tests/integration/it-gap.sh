@@ -1,0 +1,23 @@
+#!/bin/bash
+# A GAP record (the target overflowed and did not log some writes) travels
+# to the peers, sequence numbers stay contiguous, the secondary keeps
+# applying what follows, and the primary reports the peer Inconsistent (it
+# needs a resync) instead of Established.
+. "$(dirname "$0")/lib.sh"
+secondary beta
+RING_MB=16 primary_config beta:async
+"$SIM" -c alpha.conf --dev alpha.img --seed 16 --count 400 --max-kb 64 --gap-at 150 \
+	--rate-ms 2 > sim.out 2>&1 &
+sim=$!
+PIDS+=($sim)
+i=0
+until [ -S alpha.sock ] && status alpha 2>/dev/null | jq -e '.peers[0].replication == "Inconsistent"' >/dev/null; do
+	i=$((i + 1)); [ $i -lt 200 ] || { status alpha; cat sim.out; fail "peer not reported Inconsistent after the GAP"; }
+	sleep 0.05
+done
+wait $sim || { cat sim.out; fail "sim primary failed"; }
+grep -q "ring overflowed (GAP at record 149)" sim.out || fail "GAP not logged by the primary"
+! grep -q "refusing\|protocol error" beta.log || fail "the secondary refused the GAP"
+last=$(awk '/^stream/ { print $4 }' state-beta/r0.state)
+[ "$last" = 401 ] || fail "secondary's resume point $last, expected 401 (400 operations + the GAP)"
+pass "GAP travels, stream continues, peer reported Inconsistent"
