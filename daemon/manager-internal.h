@@ -150,6 +150,7 @@ void primary_stop(struct manager *m);
 void primary_ring_event(struct manager *m, uint32_t events);
 void primary_peer_event(struct manager *m, struct peer *p, uint32_t events);
 void primary_tick(struct manager *m);
+bool primary_before_sleep(struct manager *m);
 bool primary_drained(struct manager *m);
 void primary_status(struct manager *m, struct json_object *o);
 int primary_reload(struct manager *m, struct config *ncfg);

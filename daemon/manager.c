@@ -262,7 +262,11 @@ int manager_run(struct manager *m)
 	int n, i;
 
 	while (!m->stop) {
-		n = epoll_wait(m->epfd, evs, 64, TICK_MS);
+		int timeout = TICK_MS;
+
+		if (m->cfg->role == ROLE_PRIMARY && primary_before_sleep(m))
+			timeout = 0;
+		n = epoll_wait(m->epfd, evs, 64, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -530,6 +530,18 @@ static void primary_pump(struct manager *m)
 	ring_mark_read(m->ring, prod);
 }
 
+/*
+ * Before the loop sleeps: ship what is there, then publish our read
+ * cursor so the kernel wakes us for the next record (and not before).
+ * True when a record arrived meanwhile: do not sleep.
+ */
+bool primary_before_sleep(struct manager *m)
+{
+	primary_pump(m);
+	primary_update_ring(m);
+	return ring_arm(m->ring) > 0;
+}
+
 void primary_peer_event(struct manager *m, struct peer *p, uint32_t events)
 {
 	if (p->conn == PEER_CONNECTING && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
@@ -550,7 +562,7 @@ void primary_peer_event(struct manager *m, struct peer *p, uint32_t events)
 	if (p->fd >= 0 && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
 		peer_read(p);
 	if (p->fd >= 0 && (events & EPOLLOUT)) {
-		p->want_out = false;
+		/* peer_flush() disarms EPOLLOUT once the queue is empty */
 		peer_flush(p);
 		if (p->conn == PEER_UP && !p->want_out) {
 			peer_fill(p, ring_prod(m->ring));

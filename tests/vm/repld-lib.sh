@@ -64,3 +64,17 @@ replicas_equal() {
 	blockdev --flushbufs /dev/vda /dev/vdb
 	cmp -n "$1" /dev/vda /dev/vdb
 }
+
+# cpu_ticks PID : user+system clock ticks a process used so far
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# assert_idle PID NAME : an idle daemon must sleep, not spin (< 10% of 3 s)
+assert_idle() {
+	_t0=$(cpu_ticks "$1")
+	sleep 3
+	_t=$(($(cpu_ticks "$1") - _t0))
+	log "$2 used $_t ticks in 3 s idle"
+	[ "$_t" -lt 30 ] || fail "$2 is busy while idle ($_t ticks in 3 s)"
+}

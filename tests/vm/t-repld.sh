@@ -17,6 +17,9 @@ repld_start
 [ "$(repl_st r0 mode)" = sync ] || fail "target not in sync mode"
 dmsetup info -c --noheadings -o uuid r0 | grep -q "^REPL-r0" || fail "device UUID not REPL-"
 log "$($REPLCTL status r0)"
+dd if=/dev/urandom of=/dev/mapper/r0 bs=64k count=16 oflag=direct status=none
+assert_idle "$ALPHA" "the primary repld"
+assert_idle "$BETA" "the secondary repld"
 
 # --- fio verify through the replicated device, sync mode
 fio --name=verify --filename=/dev/mapper/r0 --rw=randwrite --bsrange=4k-256k --iodepth=16 \
