@@ -1,0 +1,186 @@
+#!/bin/sh
+# Guest side of bench-repl: in one guest run, fio O_DIRECT against the raw
+# disk, dm-repl (repld primary + secondary on loopback) in async and sync
+# mode, DRBD 8.4 protocol A and C (the stock module, peer on loopback), and
+# iperf3 on loopback as the link's limit; then an async burst into a big
+# ring, 60 s of sustained async replication, and a 100 Mbit / 10 ms RTT
+# link (netem on lo).
+# Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD.
+# env: ROUNDS (default 3) rounds of the main matrix, RUNTIME (default 8 s),
+#      SUSTAIN (default 60 s), WAN=0 to skip the netem part
+# shellcheck disable=SC1091
+. "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+
+ROUNDS=${ROUNDS:-3}
+RUNTIME=${RUNTIME:-8}
+SUSTAIN=${SUSTAIN:-60}
+REPLD=$DMREPL_BUILD_DIR/daemon/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+R=/tmp/bench
+mkdir -p $R /run/lock /var/lib/drbd
+hostname vmguest
+
+# fj NAME DEV RW BS QD [RUNTIME] : one fio run -> "$R/NAME.json"; prints MB/s IOPS lat_us
+fj() {
+	fio --name="$1" --filename="$2" --rw="$3" --bs="$4" --iodepth="$5" --direct=1 \
+		--ioengine=libaio --size=768M --runtime="${6:-$RUNTIME}" --time_based --ramp_time=2 \
+		--randrepeat=0 --eta=never --output-format=json --output="$R/$1.json" ||
+		fail "fio $1"
+	jq -r '.jobs[0].write | "\(.bw_bytes / 1e6) \(.iops) \(.lat_ns.mean / 1000)"' "$R/$1.json"
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# matrix LABEL DEV : the three workloads once, appended to $R/LABEL.<workload>
+matrix() {
+	fj "$1-seq1M-qd8" "$2" write 1M 8 >> "$R/$1.seq1M-qd8"
+	fj "$1-rand4k-qd1" "$2" randwrite 4k 1 >> "$R/$1.rand4k-qd1"
+	fj "$1-rand4k-qd32" "$2" randwrite 4k 32 >> "$R/$1.rand4k-qd32"
+}
+
+# ---- link rate
+iperf3 -s -1 -D -p 5201
+sleep 0.5
+iperf3 -c 127.0.0.1 -p 5201 -t 5 -J > $R/iperf.json || fail "iperf3"
+LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf.json)
+log "loopback TCP: $LINK MB/s"
+
+# ---- dm-repl: secondary on vdb, primary over vda
+cat > $R/beta.conf <<EOC
+resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
+listen = "127.0.0.1:7789"; state-dir = "$R/state"; control-socket = "/run/dm-repl/beta.sock";
+peers = ( { name = "alpha"; address = "127.0.0.1"; } );
+EOC
+cat > $R/alpha.conf <<EOC
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
+ring-size-mb = 512; hold-timeout-ms = 10000;
+peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; } );
+EOC
+"$REPLD" -c $R/beta.conf > $R/beta.log 2>&1 &
+BETA=$!
+wait_for 10 "ss -Htln 'sport = :7789' | grep -q ."
+"$REPLD" -c $R/alpha.conf > $R/alpha.log 2>&1 &
+ALPHA=$!
+wait_for 20 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
+	{ cat $R/alpha.log; fail "repld did not connect"; }
+set_mode() {
+	"$REPLCTL" set-mode r0 beta "$1"
+	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
+}
+settle() {
+	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].durable')\" -ge \"\$(repl_st r0 head)\" ]" ||
+		fail "replica did not catch up"
+}
+
+# ---- DRBD 8.4: resource a (vdc, primary, minor 10) <-> b (vdd, minor 11)
+cat > $R/drbd.conf <<EOC
+global { usage-count no; }
+common { net { protocol C; max-buffers 8000; max-epoch-size 8000; sndbuf-size 0; } disk { al-extents 1237; } }
+resource a {
+  on vmguest  { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
+  on peer-of-a { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
+}
+resource b {
+  on vmguest  { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
+  on peer-of-b { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
+}
+EOC
+A="drbdadm -c $R/drbd.conf"
+$A -- --force create-md a < /dev/null > /dev/null 2>&1
+$A -- --force create-md b < /dev/null > /dev/null 2>&1
+$A up a && $A up b || fail "drbd up"
+wait_for 30 "[ \$(grep -c 'cs:Connected' /proc/drbd) -ge 2 ]" || { cat /proc/drbd; fail "drbd connect"; }
+$A -- --clear-bitmap new-current-uuid a
+wait_for 30 "[ \$(grep -c 'ds:UpToDate/UpToDate' /proc/drbd) -ge 2 ]" || fail "drbd uptodate"
+$A primary a
+drbd_proto() {
+	$A net-options --protocol="$1" a && $A net-options --protocol="$1" b || fail "drbd protocol $1"
+}
+
+# ---- the main matrix, interleaved so every setup sees the same machine
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+	log "round $((r + 1)) of $ROUNDS"
+	matrix raw /dev/vda
+	set_mode async async
+	matrix replA /dev/mapper/r0
+	settle
+	set_mode sync sync
+	matrix replS /dev/mapper/r0
+	drbd_proto A
+	matrix drbdA /dev/drbd10
+	drbd_proto C
+	matrix drbdC /dev/drbd10
+	r=$((r + 1))
+done
+[ "$(repl_st r0 timeouts)" = 0 ] || log "note: $(repl_st r0 timeouts) hold timeouts during the matrix"
+
+# ---- async burst: 256 MiB into the 512 MiB ring, the application sees local speed
+set_mode async async
+settle
+fio --name=burst-repl --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
+	--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
+	--output=$R/burst-repl.json || fail "burst"
+settle
+fio --name=burst-raw --filename=/dev/vda --rw=write --bs=1M --iodepth=8 --direct=1 \
+	--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
+	--output=$R/burst-raw.json || fail "burst raw"
+BURST_REPL=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/burst-repl.json)
+BURST_RAW=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/burst-raw.json)
+
+# ---- async sustained: replication rate over SUSTAIN s, replica consistent
+settle
+s0=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
+t0=$(now_ms)
+fio --name=sustain --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
+	--ioengine=libaio --size=768M --runtime="$SUSTAIN" --time_based --eta=never \
+	--output-format=json --output=$R/sustain.json || fail "sustain"
+settle
+t1=$(now_ms)
+s1=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
+SUSTAIN_RATE=$(awk -v a="$s0" -v b="$s1" -v t="$((t1 - t0))" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }')
+SUSTAIN_APP=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sustain.json)
+[ "$(repl_st r0 overflows)" = 0 ] || log "note: the ring overflowed during the sustained run"
+blockdev --flushbufs /dev/vda /dev/vdb
+cmp -n $((768 << 20)) /dev/vda /dev/vdb && SUSTAIN_EQ=yes || SUSTAIN_EQ=NO
+
+# ---- 100 Mbit / 10 ms RTT
+if [ "${WAN:-1}" = 1 ]; then
+	modprobe sch_netem
+	tc qdisc add dev lo root netem rate 100mbit delay 5ms limit 10000 || fail "netem"
+	set_mode sync sync
+	WAN_REPL=$(fj wan-repl /dev/mapper/r0 write 1M 1 20 | cut -d' ' -f1)
+	drbd_proto C
+	WAN_DRBD=$(fj wan-drbdC /dev/drbd10 write 1M 1 20 | cut -d' ' -f1)
+	tc qdisc del dev lo root
+fi
+
+$A secondary a; $A down a; $A down b
+kill -TERM $ALPHA; wait $ALPHA || true
+kill -TERM $BETA; wait $BETA || true
+dmsetup remove r0
+
+# ---- report
+med() { cut -d' ' -f"$2" "$R/$1" | median; }
+echo "BENCH-TABLE setup | 1M qd8 MB/s | 4k qd1 lat us | 4k qd32 IOPS"
+for s in raw replA replS drbdA drbdC; do
+	printf 'BENCH-TABLE %s | %.0f | %.0f | %.0f\n' "$s" "$(med $s.seq1M-qd8 1)" \
+		"$(med $s.rand4k-qd1 3)" "$(med $s.rand4k-qd32 2)"
+done
+awk -v link="$LINK" -v rb="$(med raw.seq1M-qd8 1)" -v ab="$(med replA.seq1M-qd8 1)" \
+	-v sb="$(med replS.seq1M-qd8 1)" -v cb="$(med drbdC.seq1M-qd8 1)" \
+	-v sl="$(med replS.rand4k-qd1 3)" -v cl="$(med drbdC.rand4k-qd1 3)" \
+	-v si="$(med replS.rand4k-qd32 2)" -v ci="$(med drbdC.rand4k-qd32 2)" \
+	-v br="$BURST_REPL" -v bw="$BURST_RAW" -v sr="$SUSTAIN_RATE" -v sa="$SUSTAIN_APP" \
+	-v wr="${WAN_REPL:-0}" -v wd="${WAN_DRBD:-0}" -v eq="$SUSTAIN_EQ" 'BEGIN {
+	printf "BENCH-GOAL loopback TCP (iperf3): %.0f MB/s\n", link
+	printf "BENCH-GOAL repl async 1M qd8: %.0f MB/s = %.2f x raw\n", ab, ab / rb
+	printf "BENCH-GOAL async burst 256 MiB into a 512 MiB ring: %.0f MB/s = %.2f x raw (%.0f) [goal >= 0.9]\n", br, br / bw, bw
+	printf "BENCH-GOAL async sustained %s: replication %.1f MB/s = %.2f x link (application %.0f MB/s), replica equal: %s [goal >= 0.95]\n", "'"$SUSTAIN"' s", sr, sr / link, sa, eq
+	printf "BENCH-GOAL sync 1M qd8: %.0f MB/s = %.2f x DRBD C (%.0f) [goal >= 1.1]\n", sb, sb / cb, cb
+	printf "BENCH-GOAL sync 4k qd1 latency: %.0f us = %.2f x DRBD C (%.0f) [goal <= 0.6]\n", sl, sl / cl, cl
+	printf "BENCH-GOAL sync 4k qd32: %.0f IOPS = %.2f x DRBD C (%.0f) [goal >= 1.3]\n", si, si / ci, ci
+	printf "BENCH-GOAL 100 Mbit/10 ms sync 1M qd1: %.1f MB/s, DRBD C %.1f MB/s [goal >= 11.0]\n", wr, wd
+	}'
+for f in $R/*.seq1M-qd8 $R/*.rand4k-qd1 $R/*.rand4k-qd32; do
+	echo "BENCH-RAW ${f#$R/} $(tr '\n' ';' < "$f")"
+done
