@@ -131,9 +131,12 @@ struct dm_repl_ring_hdr {
 	__u32 __upad0;
 	__u64 __upad[4];
 
-	/* line 3: more identity, written once by the kernel */
-	__u64 ring_id;		/* random, new for every ring: sequence
-				 * numbers are meaningful only with it */
+	/*
+	 * line 3: more identity, written once by the kernel.  ring_id is
+	 * random and new for every ring: sequence numbers are meaningful only
+	 * together with it.
+	 */
+	__u64 ring_id;
 	__u64 __ipad[7];
 };
 
