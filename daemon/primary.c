@@ -584,6 +584,10 @@ void primary_ring_event(struct manager *m, uint32_t events)
 				   st & DM_REPL_STATE_DEGRADED ? " degraded" : "",
 				   st & DM_REPL_STATE_OVERFLOW ? " overflow" : "",
 				   st & DM_REPL_STATE_DIRTY ? " dirty-regions" : "");
+		if (m->kernel_mode_known && !!(st & DM_REPL_STATE_SYNC) != m->kernel_sync)
+			log_notice("%s: the target was switched to %s mode outside repld (dmsetup message); the peers' modes would keep it %s",
+				   m->cfg->resource, st & DM_REPL_STATE_SYNC ? "sync" : "async",
+				   m->kernel_sync ? "sync" : "async");
 		m->kernel_state = st;
 		m->kernel_state_seq = seq;
 		ring_mark_state_seen(m->ring, seq);
@@ -979,8 +983,9 @@ void primary_status(struct manager *m, struct json_object *o)
 		if (rec)
 			used += rec->data_len;
 	}
+	/* what the target says, which is what dmsetup status says */
 	json_object_object_add(k, "mode", json_object_new_string(
-		m->kernel_sync ? "sync" : "async"));
+		ri.state & DM_REPL_STATE_SYNC ? "sync" : "async"));
 	json_object_object_add(k, "state", json_object_new_string(
 		ri.state & DM_REPL_STATE_OVERFLOW ? "overflow" :
 		ri.state & DM_REPL_STATE_DEGRADED ? "degraded" : "ok"));

@@ -344,3 +344,16 @@ int ring_mem_wait_kick(struct ring *r, int timeout_ms)
 	n = mem_reload(r);
 	return n < 0 ? n : 1;
 }
+
+int ring_mem_set_state(struct ring *r, uint32_t state)
+{
+	struct dm_repl_ring_hdr *h;
+
+	if (!r->memory)
+		return -EOPNOTSUPP;
+	h = (struct dm_repl_ring_hdr *)r->mem.base;
+	ring_store_relaxed(&h->state, state);
+	/* like the kernel: the state before its sequence number (EPOLLPRI) */
+	ring_store_release(&h->state_seq, ring_load_relaxed(&h->state_seq) + 1);
+	return 0;
+}

@@ -234,4 +234,11 @@ int ring_mem_wait_kick(struct ring *r, int timeout_ms);
 /* ack_seq as of the last doorbell the producer handled. */
 uint64_t ring_mem_acked(const struct ring *r);
 
+/*
+ * Set hdr.state and bump hdr.state_seq, as the kernel does when the target
+ * changes mode or state (a stand-in for "dmsetup message ... mode").
+ * -EOPNOTSUPP: not a memory ring.
+ */
+int ring_mem_set_state(struct ring *r, uint32_t state);
+
 #endif /* REPL_RING_H */

@@ -80,7 +80,8 @@ static int sim_set_mode(void *ctx, bool sync)
 
 	atomic_store(&s->sync, sync);
 	atomic_fetch_add(&s->mode_changes, 1);
-	return 0;
+	/* the target reports its mode in the ring header */
+	return ring_mem_set_state(s->ring, sync ? DM_REPL_STATE_SYNC : 0);
 }
 
 static int sim_set_hold(void *ctx, unsigned int ms)

@@ -1,0 +1,111 @@
+#!/bin/bash
+# Administration: configuration errors are reported with file and line;
+# replctl says clearly when no repld runs; a secondary takes its listening
+# socket from systemd socket activation; SIGHUP on the primary adds a peer,
+# changes a mode and removes the peer again, live; status --json and the
+# human status agree with what happened.
+. "$(dirname "$0")/lib.sh"
+
+# --- configuration errors
+cat > bad.conf <<'EOC'
+resource = "r0";
+node = "alpha";
+role = "primary";
+device = "/dev/null";
+peers = ( { name = "beta"; address = "127.0.0.1:1"; mode = "fast"; } );
+EOC
+"$REPLD" -t -c bad.conf 2> err.txt && fail "bad mode accepted"
+grep -q "bad.conf:5: peer 'beta': mode 'fast': expected async, semi-sync or sync" err.txt ||
+	fail "unclear config error: $(cat err.txt)"
+sed -i 's/"fast"/"sync"/; s/^role/rol/' bad.conf
+"$REPLD" -t -c bad.conf 2> err.txt && fail "typo accepted"
+grep -q "unknown setting 'rol'" err.txt || fail "unclear config error: $(cat err.txt)"
+printf 'resource = "r0"\nnode = ;\n' > bad.conf
+"$REPLD" -t -c bad.conf 2> err.txt && fail "syntax error accepted"
+grep -q "bad.conf:2:" err.txt || fail "no line for a syntax error: $(cat err.txt)"
+"$REPLD" -c "$T/none.conf" 2> err.txt && fail "missing file accepted"
+grep -q "cannot read" err.txt || fail "unclear error for a missing file: $(cat err.txt)"
+pass "configuration errors name the file, the line and the problem"
+
+# --- replctl without repld
+"$REPLCTL" -s "$T/nothing.sock" status 2> err.txt && fail "status without repld succeeded"
+grep -q "repld is not running" err.txt || fail "unclear replctl error: $(cat err.txt)"
+mkdir -p empty
+DMREPL_RUN_DIR=$T/empty "$REPLCTL" status 2> err.txt && fail "status with no repld succeeded"
+grep -q "no repld is running" err.txt || fail "unclear replctl error: $(cat err.txt)"
+"$REPLCTL" frobnicate 2> err.txt && fail "unknown command accepted"
+grep -q "unknown command 'frobnicate'" err.txt || fail "unclear replctl error"
+pass "replctl explains when repld is not running"
+
+# --- socket activation for beta
+SEC_PORT[beta]=$(free_port)
+truncate -s 64M beta.img
+secondary_config beta "${SEC_PORT[beta]}"
+sed -i '/^listen/d' beta.conf
+systemd-socket-activate -l "127.0.0.1:${SEC_PORT[beta]}" "$REPLD" -c "$T/beta.conf" >> beta.log 2>&1 &
+SEC_PID[beta]=$!
+PIDS+=($!)
+secondary gamma
+
+RING_MB=16 primary_config beta:async
+"$SIM" -c alpha.conf --dev alpha.img --seed 17 --count 2500 --max-kb 32 --rate-ms 2 \
+	> sim.out 2>&1 &
+sim=$!
+PIDS+=($sim)
+i=0
+until [ -S alpha.sock ] && status alpha 2>/dev/null | jq -e '.peers[0].connection == "Connected"' >/dev/null; do
+	i=$((i + 1)); [ $i -lt 300 ] || { cat sim.out beta.log; fail "beta (socket-activated) did not connect"; }
+	sleep 0.05
+done
+grep -q "listening on 1 socket(s) from systemd" beta.log || fail "beta did not use the activated socket"
+[ "$(status alpha | jq -r .target.mode)" = async ] || fail "target not async"
+
+# --- reload: add gamma as sync, beta becomes semi-sync
+RING_MB=16 primary_config beta:semi-sync gamma:sync
+kill -HUP "$sim"
+i=0
+until status alpha | jq -e '[.peers[] | select(.connection == "Connected")] | length == 2' >/dev/null; do
+	i=$((i + 1)); [ $i -lt 200 ] || { status alpha; fail "gamma not connected after reload"; }
+	sleep 0.05
+done
+status alpha > st.json
+[ "$(jq -r '.peers[] | select(.name == "beta") | .mode' st.json)" = semi-sync ] || fail "beta's mode not reloaded"
+[ "$(jq -r '.peers[] | select(.name == "beta") | .connects' st.json)" = 1 ] || fail "beta reconnected on reload"
+[ "$(jq -r .target.mode st.json)" = sync ] || fail "target not sync with a sync peer"
+# the ring still held every record since the start: gamma's copy is complete
+grep -q "peer gamma connected (sync), resuming at record 0$" sim.out ||
+	fail "gamma did not start from the first record: $(grep 'peer gamma' sim.out)"
+[ "$(jq -r '.peers[] | select(.name == "gamma") | .replication' st.json)" != Inconsistent ] ||
+	fail "gamma reported Inconsistent"
+"$REPLCTL" -s alpha.sock status | grep -q "gamma connection:Connected mode:sync replication:" ||
+	fail "human status: $("$REPLCTL" -s alpha.sock status)"
+# --- reload: gamma removed
+RING_MB=16 primary_config beta:async
+kill -HUP "$sim"
+sleep 0.5
+status alpha > st.json
+[ "$(jq '.peers | length' st.json)" = 1 ] || fail "gamma not removed by reload"
+[ "$(jq -r .target.mode st.json)" = async ] || fail "target not back to async"
+grep -q "peer gamma added by reload" sim.out && grep -q "peer gamma removed by reload" sim.out ||
+	fail "reloads not logged"
+# --- a new peer once the ring no longer holds the first records
+secondary delta
+i=0
+until [ "$(status alpha | jq .target.tail)" -gt 0 ]; do
+	i=$((i + 1)); [ $i -lt 200 ] || fail "the ring never released anything"
+	sleep 0.05
+done
+RING_MB=16 primary_config beta:async delta:async
+kill -HUP "$sim"
+i=0
+until status alpha | jq -e '.peers[] | select(.name == "delta" and .connection == "Connected")' >/dev/null; do
+	i=$((i + 1)); [ $i -lt 200 ] || fail "delta did not connect"
+	sleep 0.05
+done
+[ "$(status alpha | jq -r '.peers[] | select(.name == "delta") | .replication')" = Inconsistent ] ||
+	fail "a new peer that missed records is not reported Inconsistent"
+grep -q "peer delta: its copy .* cannot be resumed from this ring .* it needs a resync" sim.out ||
+	fail "no reason logged for delta's inconsistency"
+wait $sim || { cat sim.out; fail "sim primary failed"; }
+same_as_primary beta
+pass "socket activation; SIGHUP adds, changes and removes peers live; a late peer is Inconsistent"
