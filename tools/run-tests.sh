@@ -46,23 +46,14 @@ else
 fi
 
 # One line at the end, counted from meson's JSON test logs.
-cat $logs 2>/dev/null | python3 -c '
-import json, sys
-p = f = s = 0
-for line in sys.stdin:
-    line = line.strip()
-    if not line:
-        continue
-    r = json.loads(line)["result"]
-    if r in ("OK", "EXPECTEDFAIL"):
-        p += 1
-    elif r == "SKIP":
-        s += 1
-    else:
-        f += 1
-if s:
-    print(f"{s} skipped")
-print(f"{p} passed, {f} failed")
-sys.exit(1 if f else 0)
-' || rc=1
+summary=$(cat $logs 2>/dev/null | jq -rs '
+	[.[] | .result] as $r
+	| ($r | map(select(. == "OK" or . == "EXPECTEDFAIL")) | length) as $p
+	| ($r | map(select(. == "SKIP")) | length) as $s
+	| (($r | length) - $p - $s) as $f
+	| "\($p) \($f) \($s)"') || summary="0 1 0"
+set -- $summary
+[ "$3" = 0 ] || echo "$3 skipped"
+echo "$1 passed, $2 failed"
+[ "$2" = 0 ] || rc=1
 exit $rc
