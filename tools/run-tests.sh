@@ -9,7 +9,7 @@ set -eu
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC"
 B=${DMREPL_BUILD:-$SRC/build}
-[ "${DMREPL_SKIP_DEPS:-0}" = 1 ] || "$SRC/tools/deps.sh"
+[ "${DMREPL_SKIP_DEPS:-0}" = 1 ] || "$SRC/tools/deps.sh" || { echo "0 passed, 1 failed"; exit 1; }
 
 setup() { # dir, options...
 	d=$1; shift
@@ -30,12 +30,14 @@ run() { # dir, meson test args...
 	logs="$logs $d/meson-logs/testlog.json"
 }
 
+# A build that fails is one failure, and still ends with the summary line.
+build_failed() { echo "0 passed, 1 failed"; exit 1; }
 echo "=== gcc build (module, daemon, tests)"
-setup "$B" -Dvm_tests=enabled -Dmodule=enabled
+setup "$B" -Dvm_tests=enabled -Dmodule=enabled || build_failed
 echo "=== clang build"
-CC=clang setup "$B-clang" -Dvm_tests=disabled -Dmodule=disabled
+CC=clang setup "$B-clang" -Dvm_tests=disabled -Dmodule=disabled || build_failed
 echo "=== ASan+UBSan build"
-setup "$B-asan" -Dvm_tests=disabled -Dmodule=disabled -Db_sanitize=address,undefined -Db_lundef=false
+setup "$B-asan" -Dvm_tests=disabled -Dmodule=disabled -Db_sanitize=address,undefined -Db_lundef=false || build_failed
 
 if [ $# -gt 0 ]; then
 	run "$B" "$@"
