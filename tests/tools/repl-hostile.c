@@ -240,10 +240,9 @@ int main(int argc, char **argv)
 		default: /* garbage in the consumer-only fields and in the kernel's */
 			hdr->read_seq = rnd();
 			hdr->state_seen = (uint32_t)rnd();
-			junk = rnd() | 1;
-			hdr->prod_seq = junk;	/* the kernel must never read this back */
-			hdr->nr_recs = (uint32_t)rnd();
-			hdr->data_size = rnd();
+			junk = 1;
+			hdr->nr_recs = (uint32_t)rnd();	/* the kernel must never */
+			hdr->data_size = rnd();		/* read these back */
 			release = kr;
 			ack = ka;
 			break;
@@ -253,9 +252,6 @@ int main(int argc, char **argv)
 		store_rel(&hdr->ack_seq, ack);
 		r = ioctl(fd, DM_REPL_IOC_KICK);
 		if (junk) {
-			/* put prod back unless the kernel published a new one meanwhile */
-			__atomic_compare_exchange_n(&hdr->prod_seq, &junk, prod, false,
-						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 			hdr->nr_recs = nr_recs;
 			hdr->data_size = data_size;
 		}
@@ -285,11 +281,27 @@ int main(int argc, char **argv)
 	}
 	CHECK(refused > 0, "no invalid value was refused in %lu iterations", iterations);
 
-	/* --- sane values back: release and ack everything published */
-	hdr->read_seq = load_acq(&hdr->prod_seq);
-	store_rel(&hdr->release_seq, load_acq(&hdr->prod_seq));
-	store_rel(&hdr->ack_seq, load_acq(&hdr->prod_seq));
-	CHECK(ioctl(fd, DM_REPL_IOC_KICK) == 0, "kick with sane values: %s", strerror(errno));
+	/*
+	 * --- the kernel's prod_seq in the header is the kernel's: scribbling a
+	 * huge value there must not let a release beyond the real prod through
+	 * (done last: the header's prod is unreliable until the next record)
+	 */
+	{
+		uint64_t kr = load_acq(&hdr->released_seq), ka = load_acq(&hdr->acked_seq);
+
+		store_rel(&hdr->prod_seq, UINT64_MAX / 2);
+		store_rel(&hdr->release_seq, UINT64_MAX / 4);
+		store_rel(&hdr->ack_seq, ka);
+		CHECK(ioctl(fd, DM_REPL_IOC_KICK) < 0 && errno == EINVAL,
+		      "a release beyond the real prod was accepted after prod_seq was scribbled");
+		CHECK(load_acq(&hdr->released_seq) < UINT64_MAX / 4, "kernel released %llu",
+		      (unsigned long long)load_acq(&hdr->released_seq));
+		/* sane values back: what the kernel accepted last */
+		hdr->read_seq = kr;
+		store_rel(&hdr->release_seq, load_acq(&hdr->released_seq));
+		store_rel(&hdr->ack_seq, load_acq(&hdr->acked_seq));
+		CHECK(ioctl(fd, DM_REPL_IOC_KICK) == 0, "kick with sane values: %s", strerror(errno));
+	}
 	printf("repl-hostile: %lu iterations, %lu valid accepted, %lu invalid refused, %d failures\n",
 	       iterations, accepted, refused, failures);
 	close(fd2);
