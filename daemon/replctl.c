@@ -7,6 +7,7 @@
  *   replctl connect|disconnect <resource> <peer>
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -21,6 +22,8 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "dmdev.h"
+#include "metadata.h"
 
 #define RUN_DIR "/run/dm-repl"
 
@@ -38,6 +41,9 @@ static void usage(FILE *f)
 	      "  set-mode <resource> <peer> <mode>      async, semi-sync or sync, live\n"
 	      "  connect <resource> <peer>              (re)connect a peer\n"
 	      "  disconnect <resource> <peer>           stop replicating to a peer\n"
+	      "  create-md <resource> [--force]         write metadata to the resource's meta-device\n"
+	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--force]\n"
+	      "  dump-md <resource> | --meta DEV        show a metadata device\n"
 	      "Options:\n"
 	      "  -j, --json          machine-readable output\n"
 	      "  -s, --socket PATH   control socket (default " RUN_DIR "/<resource>.sock)\n"
@@ -326,6 +332,158 @@ static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const cha
 	return 0;
 }
 
+/* create-md / dump-md arguments: a resource's configuration, or options */
+struct md_args {
+	const char *meta, *data, *resource;
+	unsigned int region_kb;
+	bool force;
+	struct config *cfg;
+};
+
+static int md_args_parse(int argc, char **argv, struct md_args *a)
+{
+	char path[4096], err[512];
+	int i, r;
+
+	a->region_kb = 64;
+	for (i = 0; i < argc; i++) {
+		const char *o = argv[i];
+
+		if (!strcmp(o, "--force"))
+			a->force = true;
+		else if (i + 1 < argc && !strcmp(o, "--meta"))
+			a->meta = argv[++i];
+		else if (i + 1 < argc && !strcmp(o, "--data"))
+			a->data = argv[++i];
+		else if (i + 1 < argc && !strcmp(o, "--resource"))
+			a->resource = argv[++i];
+		else if (i + 1 < argc && !strcmp(o, "--region-kb"))
+			a->region_kb = (unsigned int)strtoul(argv[++i], NULL, 10);
+		else if (o[0] != '-' && !a->cfg) {
+			r = config_path(o, path, sizeof(path));
+			if (r < 0) {
+				fprintf(stderr, "replctl: resource name '%s'\n", o);
+				return r;
+			}
+			r = config_load(path, &a->cfg, err, sizeof(err));
+			if (r < 0) {
+				fprintf(stderr, "replctl: %s\n", err);
+				return r;
+			}
+		} else {
+			fprintf(stderr, "replctl: unexpected argument '%s'\n", o);
+			return -EINVAL;
+		}
+	}
+	if (a->cfg) {
+		if (!strcmp(a->cfg->meta_device, "-")) {
+			fprintf(stderr, "replctl: resource %s has no meta-device in %s\n",
+				a->cfg->resource, a->cfg->path);
+			return -EINVAL;
+		}
+		a->meta = a->meta ? a->meta : a->cfg->meta_device;
+		a->data = a->data ? a->data : a->cfg->device;
+		a->resource = a->resource ? a->resource : a->cfg->resource;
+		a->region_kb = a->cfg->region_kb;
+	}
+	return 0;
+}
+
+static int cmd_create_md(int argc, char **argv)
+{
+	struct md_args a = { 0 };
+	uint64_t sectors;
+	char err[512];
+	int fd, r;
+
+	r = md_args_parse(argc, argv, &a);
+	if (r < 0)
+		goto out;
+	if (!a.meta || !a.data || !a.resource) {
+		fprintf(stderr, "replctl: create-md needs a resource, or --meta, --data and --resource\n");
+		r = -EINVAL;
+		goto out;
+	}
+	fd = open(a.data, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || dev_size_sectors(fd, &sectors) < 0) {
+		r = -errno;
+		fprintf(stderr, "replctl: %s: %s\n", a.data, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	close(fd);
+	r = md_create(a.meta, a.resource, sectors, a.region_kb, a.force, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "replctl: create-md: %s\n", err);
+		goto out;
+	}
+	printf("%s: metadata for resource %s (%" PRIu64 " sectors of %s, %u KiB regions)\n",
+	       a.meta, a.resource, sectors, a.data, a.region_kb);
+out:
+	config_free(a.cfg);
+	return r;
+}
+
+static int cmd_dump_md(int argc, char **argv, bool json)
+{
+	struct md_args a = { 0 };
+	struct md_info mi;
+	char err[512];
+	uint64_t i, first = 0;
+	bool in = false;
+	int r;
+
+	r = md_args_parse(argc, argv, &a);
+	if (r < 0 || !a.meta) {
+		if (!r)
+			fprintf(stderr, "replctl: dump-md needs a resource or --meta DEV\n");
+		config_free(a.cfg);
+		return r < 0 ? r : -EINVAL;
+	}
+	r = md_read(a.meta, true, &mi, err, sizeof(err));
+	config_free(a.cfg);
+	if (r < 0) {
+		fprintf(stderr, "replctl: %s\n", err);
+		return r;
+	}
+	if (json) {
+		struct json_object *o = json_object_new_object(), *runs = json_object_new_array();
+
+		json_object_object_add(o, "resource", json_object_new_string(mi.resource));
+		json_object_object_add(o, "clean", json_object_new_boolean(mi.flags & DM_REPL_MD_CLEAN));
+		json_object_object_add(o, "events", json_object_new_uint64(mi.events));
+		json_object_object_add(o, "dev_sectors", json_object_new_uint64(mi.dev_sectors));
+		json_object_object_add(o, "region_bytes", json_object_new_uint64(1ULL << mi.region_shift));
+		json_object_object_add(o, "regions", json_object_new_uint64(mi.nr_regions));
+		json_object_object_add(o, "set_regions", json_object_new_uint64(mi.set_regions));
+		for (i = 0; i <= mi.nr_regions; i++) {
+			bool set = i < mi.nr_regions && (mi.bitmap[i / 8] >> (i % 8)) & 1;
+
+			if (set && !in)
+				first = i;
+			if (!set && in) {
+				struct json_object *run = json_object_new_array();
+
+				json_object_array_add(run, json_object_new_uint64(first));
+				json_object_array_add(run, json_object_new_uint64(i - 1));
+				json_object_array_add(runs, run);
+			}
+			in = set;
+		}
+		json_object_object_add(o, "set", runs);
+		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+		json_object_put(o);
+	} else {
+		printf("resource:%s %s events:%" PRIu64 " sectors:%" PRIu64 " region:%llu KiB regions:%" PRIu64 " set:%" PRIu64 "\n",
+		       mi.resource, mi.flags & DM_REPL_MD_CLEAN ? "clean" : "in-use", mi.events,
+		       mi.dev_sectors, (1ULL << mi.region_shift) >> 10, mi.nr_regions,
+		       mi.set_regions);
+	}
+	free(mi.bitmap);
+	return 0;
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -372,6 +530,10 @@ static int run(int argc, char **argv)
 		return cmd_status(argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect"))
 		return cmd_peer(cmd, argc - optind, argv + optind, json, sock);
+	if (!strcmp(cmd, "create-md"))
+		return cmd_create_md(argc - optind, argv + optind);
+	if (!strcmp(cmd, "dump-md"))
+		return cmd_dump_md(argc - optind, argv + optind, json);
 	fprintf(stderr, "replctl: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return -EINVAL;

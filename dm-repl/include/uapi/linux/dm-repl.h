@@ -186,6 +186,46 @@ struct dm_repl_dirty {
 	__u64 dirty_regions;	/* out: bits set */
 };
 
+/*
+ * The metadata device (<meta_dev> in the table), little endian:
+ *
+ *   bytes [0, 4096)                          struct dm_repl_md_sb, the rest 0
+ *   [bitmap_offset, +bitmap_bytes)           the bitmap, one bit per region,
+ *                                            bit i of byte j is region 8j+i
+ *
+ * A set bit means the region may differ between this device and a peer: a
+ * write to it may not have reached every peer (set durably before the
+ * first write to a clean region, cleared lazily once the peers have it),
+ * or it is known to be out of sync (ring overflow, unacknowledged sync
+ * write, unclean shutdown).  csum is xxh64 (seed 0) of the 4096-byte block
+ * with csum set to 0.  Written by "replctl create-md", then by the target.
+ */
+#define DM_REPL_MD_MAGIC	0x444d5052U	/* "RPMD" in little endian */
+#define DM_REPL_MD_VERSION	1U
+#define DM_REPL_MD_SB_BYTES	4096U
+#define DM_REPL_MD_BITMAP_ALIGN	4096U
+#define DM_REPL_MD_NAME_MAX	64U
+
+/* sb.flags */
+#define DM_REPL_MD_CLEAN	(1U << 0) /* no write was in flight at shutdown */
+
+struct dm_repl_md_sb {
+	__le32 magic;
+	__le32 version;
+	__le64 csum;
+	__le32 flags;
+	__le32 region_shift;	/* log2 of the region size in bytes */
+	__le64 dev_sectors;	/* size of the data device it describes */
+	__le64 bitmap_offset;	/* bytes from the start of the device */
+	__le64 bitmap_bytes;	/* a multiple of DM_REPL_MD_BITMAP_ALIGN */
+	__u8 uuid[16];		/* random at creation */
+	char resource[DM_REPL_MD_NAME_MAX];	/* the dm device's name, NUL padded */
+	__le64 events;		/* bumped on every superblock write */
+	__le64 gen[4];		/* generation identifiers (reserved) */
+	__le32 role;		/* reserved */
+	__le32 __pad;
+};
+
 #define DM_REPL_IOC_MAGIC	0xDE
 #define DM_REPL_IOC_ATTACH	_IOWR(DM_REPL_IOC_MAGIC, 0x00, struct dm_repl_attach)
 #define DM_REPL_IOC_KICK	_IO(DM_REPL_IOC_MAGIC, 0x01)
