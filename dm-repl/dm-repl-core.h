@@ -11,6 +11,12 @@
 #include <linux/bits.h>
 #include <linux/list.h>
 #include <linux/bio.h>
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/dm-ioctl.h>
 #include <linux/device-mapper.h>
 #include <linux/dm-repl.h>
 
@@ -50,6 +56,7 @@ struct repl_bio {
 	struct bvec_iter iter;		/* payload, for the copy worker */
 	u64 data_off;
 	struct work_struct copy_work;
+	u64 meta_round;			/* metadata write it waits for */
 };
 
 #define RB_LOGGED	BIT(0)	/* has a record in the ring */
@@ -58,8 +65,65 @@ struct repl_bio {
 #define RB_UNLOGGED	BIT(3)	/* not logged: region marked dirty */
 #define RB_COPIED	BIT(4)	/* payload is in the ring */
 #define RB_LOCAL_DONE	BIT(5)	/* local write done, waiting for the copy */
+#define RB_LOCAL_MARKED	BIT(6)	/* local completion counted */
 
-struct repl_ring;
+struct repl_meta;
+
+/* The ring of one mapped device (dm-repl-ring.c), shared by its targets. */
+struct repl_ring {
+	struct kref kref;
+	struct list_head node;		/* repl_rings */
+	dev_t devt;
+	bool dead;			/* no target left: consumer sees HUP */
+	bool consumer;			/* a file is attached */
+
+	struct mutex tmutex;		/* protects targets, nr_targets */
+	struct list_head targets;	/* struct repl_c, ring_node */
+	unsigned int nr_targets;
+
+	/* the shared area: header page | records | data */
+	void *area;
+	size_t area_size;
+	struct dm_repl_ring_hdr *hdr;
+	struct dm_repl_rec *recs;
+	u8 *data;
+	u32 nr_recs;
+	u64 data_size;
+	u64 dev_sectors;
+	u32 region_shift;		/* bytes */
+
+	spinlock_t lock;		/* everything below */
+	u64 reserved;			/* next sequence number handed out */
+	u64 prod;			/* published: records below are complete */
+	u64 released;			/* consumer released records below */
+	u64 acked;			/* consumer acknowledged records below */
+	u64 data_head;			/* offset of the next payload */
+	u64 data_used;			/* bytes in use, incl. wrap padding */
+	u32 *slot_bytes;		/* data bytes charged to each slot */
+	unsigned long *slot_done;	/* payload copied, ready to publish */
+	unsigned long *slot_local;	/* local write completed */
+	u64 local_done;			/* local writes below are complete */
+	u64 epoch;
+	u64 degraded_seq;		/* prod when the ring last degraded */
+	u32 state;			/* DM_REPL_STATE_* */
+	u32 state_seq;
+	u64 space_gen;			/* bumped when space is released */
+	struct list_head held;		/* struct repl_bio, held for an ack */
+	unsigned int nr_held;
+	unsigned long *dirty;		/* out of sync: needs a resync */
+	u64 nr_regions;
+	u64 nr_dirty;
+	struct repl_meta *meta;		/* NULL: no metadata device */
+	u64 bytes_logged;
+	u64 overflows;
+	u64 hold_timeouts;
+	u64 bad_updates;
+
+	wait_queue_head_t space_wq;	/* writers waiting for ring space */
+	wait_queue_head_t poll_wq;	/* the consumer */
+	struct delayed_work hold_work;	/* hold timeout */
+	struct work_struct event_work;	/* dm_table_event() */
+};
 
 /* One "repl" target (one per table: the target is a singleton). */
 struct repl_c {
@@ -67,6 +131,7 @@ struct repl_c {
 	struct dm_dev *dev;
 	struct repl_ring *ring;
 	enum repl_mode mode;		/* changed under the ring lock */
+	struct dm_dev *meta_dev;	/* NULL: "-" */
 	unsigned int ring_size_mb;
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
@@ -77,6 +142,8 @@ struct repl_ring_geometry {
 	u64 data_size;		/* bytes */
 	u64 dev_sectors;
 	u32 region_shift;	/* log2 of the region size in bytes */
+	struct dm_dev *meta_dev;	/* NULL: no metadata device */
+	char name[DM_NAME_LEN];	/* the mapped device's name (dmsetup's) */
 };
 
 struct repl_ring_stats {
@@ -96,15 +163,19 @@ struct repl_ring_stats {
 	u64 bad_updates;
 	unsigned int nr_held;
 	bool consumer;
+	int meta;			/* -1 none, 0 ok, 1 failed */
+	u64 intent_regions;
 };
 
 /* dm-repl-ring.c */
 int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 		  struct repl_c *rc, struct repl_ring **ret, char **error);
 void repl_ring_put(struct repl_ring *ring, struct repl_c *rc);
-void repl_ring_log(struct repl_ring *ring, struct bio *bio,
-		   struct repl_bio *pb, u16 op, u16 flags,
-		   unsigned int timeout_ms);
+int repl_ring_log(struct repl_ring *ring, struct bio *bio,
+		  struct repl_bio *pb, u16 op, u16 flags,
+		  unsigned int timeout_ms);
+int repl_ring_activate(struct repl_ring *ring);
+void repl_ring_quiesce(struct repl_ring *ring);
 int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 		     blk_status_t error);
 void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
@@ -112,5 +183,23 @@ void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
 void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st);
 int repl_ring_init(void);
 void repl_ring_exit(void);
+void repl_ring_queue_work(struct work_struct *work);
+void repl_ring_delay_work(struct delayed_work *work, unsigned long delay);
+void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr);
+
+/* dm-repl-meta.c: the metadata device (persistent bitmap) */
+int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,
+		   char **error);
+bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb);
+void repl_meta_defer(struct repl_ring *ring, struct bio *bio);
+void repl_meta_set_dirty_bit(struct repl_ring *ring, u64 region);
+void repl_meta_local_done(struct repl_ring *ring);
+int repl_meta_activate(struct repl_ring *ring);
+void repl_meta_quiesce(struct repl_ring *ring);
+void repl_meta_detach(struct repl_ring *ring);
+void repl_meta_free(struct repl_ring *ring);
+dev_t repl_meta_devt(struct repl_ring *ring);
+bool repl_meta_failed(struct repl_ring *ring);
+u64 repl_meta_intent_regions(struct repl_ring *ring);
 
 #endif /* DM_REPL_CORE_H */

@@ -35,58 +35,6 @@
 
 #include "dm-repl-core.h"
 
-struct repl_ring {
-	struct kref kref;
-	struct list_head node;		/* repl_rings */
-	dev_t devt;
-	bool dead;			/* no target left: consumer sees HUP */
-	bool consumer;			/* a file is attached */
-
-	struct mutex tmutex;		/* protects targets, nr_targets */
-	struct list_head targets;	/* struct repl_c, ring_node */
-	unsigned int nr_targets;
-
-	/* the shared area: header page | records | data */
-	void *area;
-	size_t area_size;
-	struct dm_repl_ring_hdr *hdr;
-	struct dm_repl_rec *recs;
-	u8 *data;
-	u32 nr_recs;
-	u64 data_size;
-	u64 dev_sectors;
-	u32 region_shift;		/* bytes */
-
-	spinlock_t lock;		/* everything below */
-	u64 reserved;			/* next sequence number handed out */
-	u64 prod;			/* published: records below are complete */
-	u64 released;			/* consumer released records below */
-	u64 acked;			/* consumer acknowledged records below */
-	u64 data_head;			/* offset of the next payload */
-	u64 data_used;			/* bytes in use, incl. wrap padding */
-	u32 *slot_bytes;		/* data bytes charged to each slot */
-	unsigned long *slot_done;	/* payload copied, ready to publish */
-	u64 epoch;
-	u64 degraded_seq;		/* prod when the ring last degraded */
-	u32 state;			/* DM_REPL_STATE_* */
-	u32 state_seq;
-	u64 space_gen;			/* bumped when space is released */
-	struct list_head held;		/* struct repl_bio, held for an ack */
-	unsigned int nr_held;
-	unsigned long *dirty;
-	u64 nr_regions;
-	u64 nr_dirty;
-	u64 bytes_logged;
-	u64 overflows;
-	u64 hold_timeouts;
-	u64 bad_updates;
-
-	wait_queue_head_t space_wq;	/* writers waiting for ring space */
-	wait_queue_head_t poll_wq;	/* the consumer */
-	struct delayed_work hold_work;	/* hold timeout */
-	struct work_struct event_work;	/* dm_table_event() */
-};
-
 static LIST_HEAD(repl_rings);
 static DEFINE_MUTEX(repl_rings_lock);
 static struct workqueue_struct *repl_wq;
@@ -140,7 +88,7 @@ static void ring_event_work(struct work_struct *work)
 }
 
 /* ring->lock held.  Mark the regions of an unlogged extent dirty. */
-static void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
+void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
 {
 	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
 	u64 first, last, r;
@@ -152,9 +100,11 @@ static void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
 		nr = ring->dev_sectors - sector;
 	first = sector >> shift;
 	last = (sector + nr - 1) >> shift;
-	for (r = first; r <= last; r++)
+	for (r = first; r <= last; r++) {
 		if (!__test_and_set_bit(r, ring->dirty))
 			ring->nr_dirty++;
+		repl_meta_set_dirty_bit(ring, r);
+	}
 	if (was_clean && ring->nr_dirty) {
 		ring->state |= DM_REPL_STATE_DIRTY;
 		ring_state_changed(ring);
@@ -174,7 +124,8 @@ static int ring_reserve(struct repl_ring *ring, u32 len, u64 *ret_seq,
 	u64 need = ALIGN(len, REPL_PAYLOAD_ALIGN), pad = 0, off = 0;
 	u32 slot;
 
-	if (ring->reserved - ring->released >= ring->nr_recs)
+	/* a slot is reused only once released and written locally */
+	if (ring->reserved - min(ring->released, ring->local_done) >= ring->nr_recs)
 		return -ENOSPC;
 	if (need) {
 		off = ring->data_head;
@@ -192,6 +143,7 @@ static int ring_reserve(struct repl_ring *ring, u32 len, u64 *ret_seq,
 	slot = ring_slot(ring, ring->reserved);
 	ring->slot_bytes[slot] = pad + need;
 	__clear_bit(slot, ring->slot_done);
+	__clear_bit(slot, ring->slot_local);
 	*ret_seq = ring->reserved++;
 	*ret_off = off;
 	return 0;
@@ -225,6 +177,15 @@ static void ring_commit(struct repl_ring *ring, u64 seq)
 	smp_mb();
 	if (READ_ONCE(hdr->read_seq) == old)
 		wake_up(&ring->poll_wq);
+}
+
+/* ring->lock held: the local write of record seq is complete. */
+static void ring_local_done(struct repl_ring *ring, u64 seq)
+{
+	__set_bit(ring_slot(ring, seq), ring->slot_local);
+	while (ring->local_done < ring->reserved &&
+	       test_bit(ring_slot(ring, ring->local_done), ring->slot_local))
+		ring->local_done++;
 }
 
 /* ring->lock held: fill in a record's fields (not yet published). */
@@ -338,15 +299,19 @@ static void ring_copy_work(struct work_struct *work)
  * record.  Waits up to @timeout_ms for ring space; then (or when the ring
  * is already in overflow) marks the bio's regions dirty instead.  Large
  * payloads are copied by a worker after this returns, while dm submits the
- * local write.
+ * local write.  With a metadata device, a write whose regions are not yet
+ * durably marked waits for a metadata round: then this returns
+ * DM_MAPIO_SUBMITTED and the metadata worker submits the bio; otherwise
+ * DM_MAPIO_REMAPPED.
  */
-void repl_ring_log(struct repl_ring *ring, struct bio *bio,
-		   struct repl_bio *pb, u16 op, u16 flags,
-		   unsigned int timeout_ms)
+int repl_ring_log(struct repl_ring *ring, struct bio *bio,
+		  struct repl_bio *pb, u16 op, u16 flags,
+		  unsigned int timeout_ms)
 {
 	u32 len = op == DM_REPL_OP_WRITE ? bio->bi_iter.bi_size : 0;
 	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
 	u64 seq, off, gen;
+	bool defer;
 	long left;
 
 	spin_lock_irq(&ring->lock);
@@ -370,6 +335,7 @@ void repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		spin_lock_irq(&ring->lock);
 	}
 	ring_fill(ring, seq, op, flags, pb->sector, pb->nr_sectors, off, len);
+	defer = repl_meta_intent(ring, pb);
 	spin_unlock_irq(&ring->lock);
 
 	pb->seq = seq;
@@ -380,23 +346,31 @@ void repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		pb->iter = bio->bi_iter;
 		INIT_WORK(&pb->copy_work, ring_copy_work);
 		queue_work(repl_copy_wq, &pb->copy_work);
-		return;
+	} else {
+		/* Copies of concurrent writers proceed in parallel. */
+		if (len)
+			ring_copy_bio(ring->data + off, bio, bio->bi_iter);
+		pb->flags |= RB_LOGGED | RB_COPIED;
+		spin_lock_irq(&ring->lock);
+		ring_commit(ring, seq);
+		spin_unlock_irq(&ring->lock);
 	}
-	/* Copies of concurrent writers proceed in parallel. */
-	if (len)
-		ring_copy_bio(ring->data + off, bio, bio->bi_iter);
-	pb->flags |= RB_LOGGED | RB_COPIED;
-	spin_lock_irq(&ring->lock);
-	ring_commit(ring, seq);
-	spin_unlock_irq(&ring->lock);
-	return;
+	goto out;
 
 unlogged:
 	if (op != DM_REPL_OP_FLUSH) {
 		ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
 		pb->flags |= RB_UNLOGGED;
 	}
+	defer = repl_meta_intent(ring, pb);
 	spin_unlock_irq(&ring->lock);
+out:
+	if (!defer)
+		return DM_MAPIO_REMAPPED;
+	spin_lock_irq(&ring->lock);
+	repl_meta_defer(ring, bio);
+	spin_unlock_irq(&ring->lock);
+	return DM_MAPIO_SUBMITTED;
 }
 
 static void ring_complete_list(struct list_head *list)
@@ -443,6 +417,10 @@ int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 	int r = DM_ENDIO_DONE;
 
 	spin_lock_irqsave(&ring->lock, flags);
+	if (!(pb->flags & RB_LOCAL_MARKED)) {
+		pb->flags |= RB_LOCAL_MARKED;
+		ring_local_done(ring, pb->seq);
+	}
 	if (!(pb->flags & RB_COPIED)) {
 		pb->flags |= RB_LOCAL_DONE;
 		r = DM_ENDIO_INCOMPLETE;
@@ -565,6 +543,7 @@ static int ring_kick(struct repl_ring *ring)
 		ring->state &= ~DM_REPL_STATE_OVERFLOW;
 		if (!ring_reserve(ring, 0, &seq, &off)) {
 			ring_fill(ring, seq, DM_REPL_OP_GAP, 0, 0, 0, 0, 0);
+			ring_local_done(ring, seq);	/* nothing to write */
 			ring_commit(ring, seq);
 		}
 		ring_state_changed(ring);
@@ -611,12 +590,16 @@ void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st)
 	st->hold_timeouts = ring->hold_timeouts;
 	st->bad_updates = ring->bad_updates;
 	st->nr_held = ring->nr_held;
+	st->meta = !ring->meta ? -1 : repl_meta_failed(ring) ? 1 : 0;
+	st->intent_regions = repl_meta_intent_regions(ring);
 	spin_unlock_irq(&ring->lock);
 	st->consumer = READ_ONCE(ring->consumer);
 }
 
 static void ring_free(struct repl_ring *ring)
 {
+	repl_meta_free(ring);
+	bitmap_free(ring->slot_local);
 	kvfree(ring->dirty);
 	bitmap_free(ring->slot_done);
 	kvfree(ring->slot_bytes);
@@ -682,6 +665,17 @@ fail:
 	return NULL;
 }
 
+static bool ring_meta_in_use(dev_t meta)
+{
+	struct repl_ring *ring;
+
+	lockdep_assert_held(&repl_rings_lock);
+	list_for_each_entry(ring, &repl_rings, node)
+		if (repl_meta_devt(ring) == meta)
+			return true;
+	return false;
+}
+
 static u32 ring_nr_recs(u64 data_size)
 {
 	u64 n = data_size >> 12;	/* one slot per 4 KiB of data */
@@ -690,16 +684,19 @@ static u32 ring_nr_recs(u64 data_size)
 	return roundup_pow_of_two(n);
 }
 
-static struct repl_ring *ring_alloc(dev_t devt,
-				    const struct repl_ring_geometry *geo)
+static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
+		      struct repl_ring **ret, char **error)
 {
 	struct dm_repl_ring_hdr *hdr;
 	struct repl_ring *ring;
 	u64 rec_bytes;
+	int r;
 
 	ring = kzalloc(sizeof(*ring), GFP_KERNEL);
-	if (!ring)
-		return NULL;
+	if (!ring) {
+		*error = "Cannot allocate ring";
+		return -ENOMEM;
+	}
 	kref_init(&ring->kref);
 	INIT_LIST_HEAD(&ring->node);
 	INIT_LIST_HEAD(&ring->targets);
@@ -724,11 +721,14 @@ static struct repl_ring *ring_alloc(dev_t devt,
 	ring->slot_bytes = kvcalloc(ring->nr_recs, sizeof(u32),
 				    GFP_KERNEL | __GFP_NOWARN);
 	ring->slot_done = bitmap_zalloc(ring->nr_recs, GFP_KERNEL | __GFP_NOWARN);
+	ring->slot_local = bitmap_zalloc(ring->nr_recs, GFP_KERNEL | __GFP_NOWARN);
 	ring->dirty = kvcalloc(BITS_TO_LONGS(ring->nr_regions),
 			       sizeof(unsigned long), GFP_KERNEL | __GFP_NOWARN);
-	if (!ring->area || !ring->slot_bytes || !ring->slot_done || !ring->dirty) {
+	if (!ring->area || !ring->slot_bytes || !ring->slot_done || !ring->slot_local ||
+	    !ring->dirty) {
 		ring_free(ring);
-		return NULL;
+		*error = "Cannot allocate ring";
+		return -ENOMEM;
 	}
 	hdr = ring->area;
 	ring->hdr = hdr;
@@ -749,7 +749,15 @@ static struct repl_ring *ring_alloc(dev_t devt,
 	do {
 		hdr->ring_id = get_random_u64();
 	} while (!hdr->ring_id);
-	return ring;
+	if (geo->meta_dev) {
+		r = repl_meta_load(ring, geo, error);
+		if (r) {
+			ring_free(ring);
+			return r;
+		}
+	}
+	*ret = ring;
+	return 0;
 }
 
 /*
@@ -774,20 +782,23 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 		} else if (ring->dev_sectors != geo->dev_sectors) {
 			*error = "Device size cannot change while the device exists";
 			r = -EINVAL;
+		} else if (repl_meta_devt(ring) !=
+			   (geo->meta_dev ? geo->meta_dev->bdev->bd_dev : 0)) {
+			*error = "meta_dev cannot change while the device exists";
+			r = -EINVAL;
 		} else {
 			kref_get(&ring->kref);
 		}
 	} else if (geo->data_size >> PAGE_SHIFT > totalram_pages() / 2) {
 		*error = "ring_size_mb is more than half of the memory";
 		r = -ENOMEM;
+	} else if (geo->meta_dev && ring_meta_in_use(geo->meta_dev->bdev->bd_dev)) {
+		*error = "Metadata device already used by another repl device";
+		r = -EBUSY;
 	} else {
-		ring = ring_alloc(devt, geo);
-		if (ring) {
+		r = ring_alloc(devt, geo, &ring, error);
+		if (!r)
 			list_add(&ring->node, &repl_rings);
-		} else {
-			*error = "Cannot allocate ring";
-			r = -ENOMEM;
-		}
 	}
 	if (!r) {
 		mutex_lock(&ring->tmutex);
@@ -823,6 +834,8 @@ void repl_ring_put(struct repl_ring *ring, struct repl_c *rc)
 	}
 	mutex_unlock(&repl_rings_lock);
 	if (last) {
+		/* the target closes the metadata device after this */
+		repl_meta_detach(ring);
 		/* The event work may still reference the target list. */
 		flush_work(&ring->event_work);
 		wake_up_all(&ring->poll_wq);
@@ -1085,6 +1098,28 @@ static struct miscdevice repl_misc = {
 	.mode = 0600,
 };
 
+void repl_ring_queue_work(struct work_struct *work)
+{
+	queue_work(repl_wq, work);
+}
+
+void repl_ring_delay_work(struct delayed_work *work, unsigned long delay)
+{
+	queue_delayed_work(repl_wq, work, delay);
+}
+
+/* Before the first I/O after a resume. */
+int repl_ring_activate(struct repl_ring *ring)
+{
+	return repl_meta_activate(ring);
+}
+
+/* After a suspend: no I/O is in flight. */
+void repl_ring_quiesce(struct repl_ring *ring)
+{
+	repl_meta_quiesce(ring);
+}
+
 int repl_ring_init(void)
 {
 	int r;
@@ -1102,6 +1137,8 @@ int repl_ring_init(void)
 	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_len) != 40);
 	BUILD_BUG_ON(sizeof(struct dm_repl_attach) != 32);
 	BUILD_BUG_ON(sizeof(struct dm_repl_dirty) != 40);
+	BUILD_BUG_ON(sizeof(struct dm_repl_md_sb) != 176);
+	BUILD_BUG_ON(offsetof(struct dm_repl_md_sb, resource) != 64);
 	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) > PAGE_SIZE);
 
 	repl_wq = alloc_workqueue("dm-repl", WQ_MEM_RECLAIM, 0);

@@ -116,8 +116,11 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 
 static void repl_free(struct dm_target *ti, struct repl_c *rc)
 {
+	/* the ring stops using the metadata device before we close it */
 	if (rc->ring)
 		repl_ring_put(rc->ring, rc);
+	if (rc->meta_dev)
+		dm_put_device(ti, rc->meta_dev);
 	if (rc->dev)
 		dm_put_device(ti, rc->dev);
 	kfree(rc);
@@ -129,8 +132,10 @@ static void repl_free(struct dm_target *ti, struct repl_c *rc)
  *   repl <data_dev> <meta_dev|-> <mode> [<#feature_args> [<arg>]*]
  *
  * data_dev:       the device holding the data, mapped from its sector 0
- * meta_dev:       metadata device for the persistent bitmap; this version
- *                 accepts only "-" (no metadata device)
+ * meta_dev:       metadata device holding the persistent bitmap (written by
+ *                 "replctl create-md"), or "-" for none: then the bitmap
+ *                 lives in memory and an unclean shutdown needs a full
+ *                 resync
  * mode:           "sync" (a write completes once its record is also
  *                 acknowledged by the daemon) or "async"
  * #feature_args:  number of feature argument words that follow
@@ -174,9 +179,16 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	arg = dm_shift_arg(&as);
 	if (strcmp(arg, "-")) {
-		ti->error = "Metadata device not supported by this version (use -)";
-		r = -EINVAL;
-		goto bad;
+		r = dm_get_device(ti, arg, dm_table_get_mode(ti->table), &rc->meta_dev);
+		if (r) {
+			ti->error = "Metadata device lookup failed";
+			goto bad;
+		}
+		if (rc->meta_dev->bdev == rc->dev->bdev) {
+			ti->error = "Metadata device is the data device";
+			r = -EINVAL;
+			goto bad;
+		}
 	}
 	r = repl_parse_mode(dm_shift_arg(&as), &rc->mode);
 	if (r) {
@@ -195,6 +207,13 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	geo.data_size = (u64)rc->ring_size_mb << 20;
 	geo.dev_sectors = ti->len;
 	geo.region_shift = ilog2(rc->region_kb) + 10;
+	geo.meta_dev = rc->meta_dev;
+	/* dm_device_name() is the kernel's "dm-N"; the resource is the dm name. */
+	if (dm_copy_name_and_uuid(dm_table_get_md(ti->table), geo.name, NULL)) {
+		ti->error = "Cannot read the mapped device's name";
+		r = -ENXIO;
+		goto bad;
+	}
 	r = repl_ring_get(disk_devt(dm_disk(dm_table_get_md(ti->table))),
 			  &geo, rc, &rc->ring, &ti->error);
 	if (r)
@@ -265,9 +284,8 @@ static int repl_map(struct dm_target *ti, struct bio *bio)
 	pb->sector = bio_sectors(bio) ? bio->bi_iter.bi_sector : 0;
 	pb->nr_sectors = bio_sectors(bio);
 	pb->deadline = jiffies + msecs_to_jiffies(READ_ONCE(rc->hold_timeout_ms));
-	repl_ring_log(rc->ring, bio, pb, op, flags,
-		      READ_ONCE(rc->hold_timeout_ms));
-	return DM_MAPIO_REMAPPED;
+	return repl_ring_log(rc->ring, bio, pb, op, flags,
+			     READ_ONCE(rc->hold_timeout_ms));
 }
 
 static int repl_end_io(struct dm_target *ti, struct bio *bio,
@@ -296,9 +314,11 @@ static const char *repl_state_name(u32 state)
  *   <mode> <state> <head_seq> <tail_seq> <acked_seq>
  *   <ring_used_bytes>/<ring_bytes> <records_used>/<records>
  *   <bytes_logged> <out_of_sync_bytes> <consumer> <held>
- *   <overflows> <hold_timeouts>
+ *   <overflows> <hold_timeouts> <meta> <intent_regions>
  * state: ok | degraded (sync write not acknowledged in time; acting async
  * until caught up) | overflow (ring full: writes go to the dirty bitmap).
+ * meta: none (no metadata device) | ok | failed (metadata writes failed:
+ * the bitmap is no longer persistent).
  */
 static void repl_status(struct dm_target *ti, status_type_t type,
 			unsigned int status_flags, char *result,
@@ -314,17 +334,20 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		repl_ring_stats(rc->ring, &st);
 		oos = min_t(u64, st.dirty_regions * st.region_bytes,
 			    (u64)ti->len << SECTOR_SHIFT);
-		DMEMIT("%s %s %llu %llu %llu %llu/%llu %llu/%u %llu %llu %u %u %llu %llu",
+		DMEMIT("%s %s %llu %llu %llu %llu/%llu %llu/%u %llu %llu %u %u %llu %llu %s %llu",
 		       repl_mode_name(READ_ONCE(rc->mode)),
 		       repl_state_name(st.state),
 		       st.prod_seq, st.released, st.acked,
 		       st.data_used, st.data_size, st.recs_used, st.nr_recs,
 		       st.bytes_logged, oos, st.consumer ? 1 : 0, st.nr_held,
-		       st.overflows, st.hold_timeouts);
+		       st.overflows, st.hold_timeouts,
+		       st.meta < 0 ? "none" : st.meta ? "failed" : "ok",
+		       st.intent_regions);
 		break;
 	case STATUSTYPE_TABLE:
-		DMEMIT("%s - %s 6 ring_size_mb %u hold_timeout_ms %u region_kb %u",
-		       rc->dev->name, repl_mode_name(READ_ONCE(rc->mode)),
+		DMEMIT("%s %s %s 6 ring_size_mb %u hold_timeout_ms %u region_kb %u",
+		       rc->dev->name, rc->meta_dev ? rc->meta_dev->name : "-",
+		       repl_mode_name(READ_ONCE(rc->mode)),
 		       rc->ring_size_mb, READ_ONCE(rc->hold_timeout_ms),
 		       rc->region_kb);
 		break;
@@ -371,6 +394,22 @@ static int repl_message(struct dm_target *ti, unsigned int argc, char **argv,
 	return -EINVAL;
 }
 
+static int repl_preresume(struct dm_target *ti)
+{
+	struct repl_c *rc = ti->private;
+
+	/* the superblock says "in use" before the first write */
+	return repl_ring_activate(rc->ring);
+}
+
+static void repl_postsuspend(struct dm_target *ti)
+{
+	struct repl_c *rc = ti->private;
+
+	/* nothing in flight: the bitmap is written, the device clean */
+	repl_ring_quiesce(rc->ring);
+}
+
 static void repl_resume(struct dm_target *ti)
 {
 	struct repl_c *rc = ti->private;
@@ -389,7 +428,7 @@ static int repl_iterate_devices(struct dm_target *ti,
 
 static struct target_type repl_target = {
 	.name = "repl",
-	.version = {1, 0, 0},
+	.version = {1, 1, 0},
 	.features = DM_TARGET_SINGLETON,
 	.module = THIS_MODULE,
 	.ctr = repl_ctr,
@@ -398,6 +437,8 @@ static struct target_type repl_target = {
 	.end_io = repl_end_io,
 	.status = repl_status,
 	.message = repl_message,
+	.preresume = repl_preresume,
+	.postsuspend = repl_postsuspend,
 	.resume = repl_resume,
 	.iterate_devices = repl_iterate_devices,
 };

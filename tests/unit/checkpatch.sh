@@ -18,7 +18,8 @@ fi
 cd "$src/dm-repl"
 # BIT() is not available to the uapi header; the rest is held to --strict.
 out=$("$cp" --no-tree --strict --ignore BIT_MACRO --color=never --terse -f \
-	dm-repl-core.h dm-repl-ring.c dm-repl-target.c include/uapi/linux/dm-repl.h) || true
+	dm-repl-core.h dm-repl-meta.c dm-repl-ring.c dm-repl-target.c \
+	include/uapi/linux/dm-repl.h) || true
 echo "$out"
 if echo "$out" | grep -qE ': (ERROR|WARNING|CHECK):'; then
 	exit 1
