@@ -305,9 +305,9 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if ((r = cfg_string(x, root, "meta-device", false, c->meta_device,
 			    sizeof(c->meta_device))) < 0)
 		return r;
-	if (strcmp(c->meta_device, "-"))
+	if (strcmp(c->meta_device, "-") && c->meta_device[0] != '/')
 		return cfg_fail(x, config_setting_get_member(root, "meta-device"),
-				"meta-device: only \"-\" (none) is supported by this version");
+				"meta-device: expected an absolute path or \"-\"");
 	if ((r = cfg_string(x, root, "listen", false, listen, sizeof(listen))) < 0)
 		return r;
 	if (r > 0) {

@@ -14,8 +14,9 @@
 
 int dmdev_repl_params(const struct dmdev_table *t, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s - %s 6 ring_size_mb %u hold_timeout_ms %u region_kb %u",
-			 t->data_dev, t->mode, t->ring_size_mb, t->hold_timeout_ms, t->region_kb);
+	int n = snprintf(buf, len, "%s %s %s 6 ring_size_mb %u hold_timeout_ms %u region_kb %u",
+			 t->data_dev, t->meta_dev ? t->meta_dev : "-", t->mode, t->ring_size_mb,
+			 t->hold_timeout_ms, t->region_kb);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

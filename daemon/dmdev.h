@@ -19,6 +19,7 @@ struct dmdev_info {
 
 struct dmdev_table {
 	const char *data_dev;
+	const char *meta_dev;		/* NULL or "-": none */
 	uint64_t sectors;
 	const char *mode;		/* "sync" or "async" */
 	unsigned int ring_size_mb;
@@ -26,7 +27,7 @@ struct dmdev_table {
 	unsigned int region_kb;
 };
 
-/* The "repl" line for a table: "<data_dev> - <mode> 6 ring_size_mb ..." */
+/* The "repl" line for a table: "<data_dev> <meta_dev|-> <mode> 6 ring_size_mb ..." */
 int dmdev_repl_params(const struct dmdev_table *t, char *buf, size_t len);
 int dmdev_get(const char *name, struct dmdev_info *ret);
 int dmdev_create(const char *name, const char *uuid, const struct dmdev_table *t);

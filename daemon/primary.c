@@ -748,6 +748,7 @@ static int primary_open_device(struct manager *m, dev_t *ret)
 		snprintf(uuid, sizeof(uuid), "REPL-%s", c->resource);
 		r = dmdev_create(m->dm_name, uuid, &(struct dmdev_table) {
 			.data_dev = c->device,
+			.meta_dev = c->meta_device,
 			.sectors = sectors,
 			.mode = sync ? "sync" : "async",
 			.ring_size_mb = c->ring_size_mb,
