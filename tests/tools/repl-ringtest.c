@@ -305,9 +305,10 @@ static uint64_t dump_ack_target(struct dump_state *d, uint64_t now, int *ret_nex
 			d->fifo.head = (d->fifo.head + 1) % d->fifo.cap;
 			d->fifo.len--;
 		}
-		if (target < d->acked)
-			target = d->acked;
 	}
+	/* A previous consumer may have acknowledged what it did not release. */
+	if (target < d->acked)
+		target = d->acked;
 	return target;
 }
 

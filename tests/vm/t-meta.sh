@@ -1,0 +1,139 @@
+#!/bin/sh
+# The metadata device: replctl create-md writes it; the target refuses one
+# that is missing, too small, of another resource, of another geometry or
+# corrupt, each with its reason; a region's bit is durable before the
+# first write to it completes (one metadata write covers many regions, none
+# for regions already set); bits are cleared lazily once the consumer has
+# released the records; out-of-sync regions stay set; a clean shutdown is
+# marked, and the bits on disk come back as out-of-sync regions both after
+# a clean and after an unclean (power-loss) shutdown.
+# shellcheck disable=SC1091
+. "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+A=/dev/vda
+SZ=$(dev_sectors $A)
+truncate -s 8M /tmp/meta.img /tmp/zero.img
+truncate -s 4K /tmp/small.img
+M=$(losetup -f --show /tmp/meta.img)
+Z=$(losetup -f --show /tmp/zero.img)
+S=$(losetup -f --show /tmp/small.img)
+T="0 $SZ repl $A"
+
+refused() {	# REASON TABLE : creating device r0 (the resource's name) must fail
+	reason=$1
+	shift
+	dmesg -C
+	dmsetup create r0 --table "$*" 2>/dev/null && { dmsetup remove r0; fail "accepted: $*"; }
+	dmesg | grep -qF -- "$reason" || fail "refused without '$reason': $* ($(dmesg | tail -n 2 | tr '\n' ' '))"
+}
+md() { "$REPLCTL" --json dump-md --meta "$M"; }
+# meta_writes : writes completed by the metadata device so far
+meta_writes() { awk '{ print $5 }' "/sys/block/${M#/dev/}/stat"; }
+
+# --- create-md
+"$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 || fail "create-md"
+"$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 2> /tmp/err && fail "create-md overwrote metadata"
+grep -q "already holds dm-repl metadata of resource r0 (--force overwrites it)" /tmp/err || fail "unclear: $(cat /tmp/err)"
+"$REPLCTL" create-md --meta "$S" --data "$A" --resource r0 2> /tmp/err && fail "create-md on a too small device"
+grep -q "too small" /tmp/err || fail "unclear: $(cat /tmp/err)"
+md | jq -e '.resource == "r0" and .clean and .set_regions == 0 and .regions == 16384' > /dev/null ||
+	fail "fresh metadata: $(md)"
+pass "create-md"
+
+# --- refusals
+refused "No dm-repl metadata" "$T $Z async"
+refused "Metadata device too small" "$T $S async"
+dd if=/tmp/meta.img of=/tmp/other.img bs=1M status=none
+O=$(losetup -f --show /tmp/other.img)
+"$REPLCTL" create-md --meta "$O" --data "$A" --resource other --force > /dev/null
+refused "Metadata belongs to another resource" "$T $O async"
+refused "Metadata region size differs" "$T $M async 2 region_kb 128"
+refused "Metadata describes a device of another size" "0 $((SZ - 8)) repl $A $M async"
+dd if=/tmp/meta.img of=/tmp/corrupt.img bs=1M status=none
+printf 'X' | dd of=/tmp/corrupt.img bs=1 seek=100 conv=notrunc status=none
+C=$(losetup -f --show /tmp/corrupt.img)
+refused "checksum mismatch" "$T $C async"
+dmsetup create r0 --table "$T $M async 2 ring_size_mb 16" || fail "good metadata refused"
+dmesg -C
+dmsetup create r1 --table "0 $SZ repl /dev/vdb $M async" 2>/dev/null && fail "metadata shared by two devices"
+dmesg | grep -qF "Metadata device already used by another repl device" || fail "no reason for the shared metadata"
+"$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 --force 2> /tmp/err &&
+	fail "create-md on metadata in use"
+grep -q "Device or resource busy" /tmp/err || fail "unclear: $(cat /tmp/err)"
+dmsetup table r0 | grep -q " $(stat -Lc '%Hr:%Lr' "$M") async " ||
+	fail "table does not name the metadata device: $(dmsetup table r0)"
+[ "$(repl_st r0 meta)" = ok ] || fail "meta state $(repl_st r0 meta)"
+md | jq -e '.clean == false' > /dev/null || fail "superblock not marked in use"
+pass "metadata refused when missing, too small, foreign, of another geometry, corrupt or in use"
+
+# --- bits durable before the write completes; already-set regions cost nothing
+w0=$(meta_writes)
+dd if=/dev/urandom of=/dev/mapper/r0 bs=1M count=1 seek=10 oflag=direct status=none
+md | jq -e '.set == [[160, 175]]' > /dev/null || fail "bits for MiB 10 not on disk: $(md | jq -c .set)"
+w1=$(meta_writes)
+[ "$w1" -gt "$w0" ] || fail "no metadata write"
+for i in 1 2 3 4 5 6 7 8; do
+	dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((2560 + i)) oflag=direct status=none
+done
+[ "$(meta_writes)" = "$w1" ] || fail "writes to already-set regions wrote metadata ($w1 -> $(meta_writes))"
+# many new regions at once: batched
+w2=$(meta_writes)
+fio --name=spread --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=32 --direct=1 \
+	--ioengine=libaio --size=512M --offset=256M --number_ios=2000 --eta=never \
+	--output=/tmp/fio.txt || fail "fio"
+set_now=$(md | jq .set_regions)
+mw=$(($(meta_writes) - w2))
+log "2000 random 4k writes: $set_now regions set with $mw metadata writes"
+[ "$set_now" -gt 500 ] || fail "only $set_now regions set"
+[ "$mw" -lt "$set_now" ] || fail "metadata writes not batched ($mw writes for $set_now regions)"
+pass "bits durable before the data; batched; nothing for regions already set"
+
+# --- lazy clearing once the consumer released the records
+consumer_start r0 /dev/null --no-hash --timeout-ms 60000
+wait_for 20 "[ \"\$(repl_st r0 tail)\" = \"\$(repl_st r0 head)\" ]" || fail "consumer did not drain"
+wait_for 20 "[ \"\$(md | jq .set_regions)\" = 0 ]" || fail "bits not cleared: $(md | jq .set_regions) set"
+[ "$(repl_st r0 intent)" = 0 ] || fail "intent regions $(repl_st r0 intent)"
+consumer_stop
+pass "bits cleared lazily after release"
+
+# --- out-of-sync regions stay set: overflow
+dmsetup message r0 0 hold_timeout_ms 500
+consumer_start r0 /dev/null --no-hash --no-release --timeout-ms 60000
+dd if=/dev/urandom of=/dev/mapper/r0 bs=1M count=20 seek=100 oflag=direct status=none || fail "I/O error"
+[ "$(repl_st r0 state)" = overflow ] || fail "no overflow"
+oos=$(repl_st r0 oos)
+consumer_stop
+consumer_start r0 /dev/null --no-hash --gap-ok --timeout-ms 60000
+wait_for 20 "[ \"\$(repl_st r0 state)\" = ok ]" || fail "did not leave overflow"
+sleep 3
+consumer_stop
+set=$(md | jq .set_regions)
+[ "$set" -eq $((oos / 65536)) ] || fail "on disk $set regions, out of sync $((oos / 65536))"
+pass "out-of-sync regions persist ($set regions)"
+
+# --- clean shutdown, reload from disk
+dmsetup remove r0
+md | jq -e '.clean' > /dev/null || fail "not marked clean after remove"
+dmesg -C
+dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+dmesg | grep -q "r0: clean shutdown: $set regions out of sync" || fail "clean reload not reported: $(dmesg | tail -n 3)"
+[ "$(repl_st r0 oos)" = "$oos" ] || fail "oos after reload $(repl_st r0 oos), expected $oos"
+
+# --- unclean: the metadata as it was on disk at a power loss
+dd if=/dev/urandom of=/dev/mapper/r0 bs=1M count=1 seek=300 oflag=direct status=none
+md | jq -e '.clean == false' > /dev/null || fail "in-use flag missing"
+cp /tmp/meta.img /tmp/crash.img		# what a power loss would leave
+dmsetup remove r0
+losetup -d "$M"
+cp /tmp/crash.img /tmp/meta.img
+M=$(losetup -f --show /tmp/meta.img)
+dmesg -C
+dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+dmesg | grep -q "r0: unclean shutdown: $((set + 16)) regions out of sync" ||
+	fail "unclean reload not reported: $(dmesg | tail -n 3)"
+[ "$(repl_st r0 oos)" = $((oos + 1048576)) ] || fail "oos after crash $(repl_st r0 oos)"
+dmsetup remove r0
+losetup -d "$M" "$Z" "$S" "$O" "$C"
+pass "clean and unclean shutdowns: the bits on disk come back out of sync"
