@@ -113,6 +113,7 @@ struct repl_ring {
 	unsigned long *dirty;		/* out of sync: needs a resync */
 	u64 nr_regions;
 	u64 nr_dirty;
+	u64 dirty_gen;			/* bumped whenever a region is marked */
 	struct repl_meta *meta;		/* NULL: no metadata device */
 	u64 bytes_logged;
 	u64 overflows;
@@ -193,6 +194,7 @@ int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,
 bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb);
 void repl_meta_defer(struct repl_ring *ring, struct bio *bio);
 void repl_meta_set_dirty_bit(struct repl_ring *ring, u64 region);
+void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region);
 void repl_meta_local_done(struct repl_ring *ring);
 int repl_meta_activate(struct repl_ring *ring);
 void repl_meta_quiesce(struct repl_ring *ring);

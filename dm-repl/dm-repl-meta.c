@@ -271,6 +271,19 @@ void repl_meta_set_dirty_bit(struct repl_ring *ring, u64 region)
 	repl_ring_queue_work(&m->work);
 }
 
+/* ring->lock held: a resync cleared an out-of-sync region. */
+void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region)
+{
+	struct repl_meta *m = ring->meta;
+
+	if (!m || m->failed || test_bit(region, m->intent) ||
+	    !test_bit_le(region, m->ondisk))
+		return;
+	__clear_bit_le(region, m->ondisk);
+	__set_bit(md_page(region), m->page_dirty);
+	repl_ring_queue_work(&m->work);
+}
+
 /*
  * Lazy clearing.  A region's intent bit may go when no record that is not
  * both released (every peer has it) and written locally touches it, and no

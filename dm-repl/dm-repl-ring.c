@@ -87,30 +87,37 @@ static void ring_event_work(struct work_struct *work)
 	mutex_unlock(&ring->tmutex);
 }
 
-/* ring->lock held.  Mark the regions of an unlogged extent dirty. */
-void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
+/* ring->lock held.  Mark regions [first, end) dirty. */
+static void ring_mark_regions(struct repl_ring *ring, u64 first, u64 end)
 {
-	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
-	u64 first, last, r;
 	bool was_clean = !ring->nr_dirty;
+	u64 r;
 
-	if (!nr || sector >= ring->dev_sectors)
-		return;
-	if (nr > ring->dev_sectors - sector)
-		nr = ring->dev_sectors - sector;
-	first = sector >> shift;
-	last = (sector + nr - 1) >> shift;
-	for (r = first; r <= last; r++) {
+	for (r = first; r < end; r++) {
 		if (!__test_and_set_bit(r, ring->dirty))
 			ring->nr_dirty++;
 		repl_meta_set_dirty_bit(ring, r);
 	}
+	ring->dirty_gen++;
+	WRITE_ONCE(ring->hdr->dirty_gen, ring->dirty_gen);
 	if (was_clean && ring->nr_dirty) {
 		ring->state |= DM_REPL_STATE_DIRTY;
 		ring_state_changed(ring);
 	} else {
 		WRITE_ONCE(ring->hdr->dirty_regions, ring->nr_dirty);
 	}
+}
+
+/* ring->lock held.  Mark the regions of an unlogged extent dirty. */
+void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
+{
+	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
+
+	if (!nr || sector >= ring->dev_sectors)
+		return;
+	if (nr > ring->dev_sectors - sector)
+		nr = ring->dev_sectors - sector;
+	ring_mark_regions(ring, sector >> shift, ((sector + nr - 1) >> shift) + 1);
 }
 
 /*
@@ -186,6 +193,7 @@ static void ring_local_done(struct repl_ring *ring, u64 seq)
 	while (ring->local_done < ring->reserved &&
 	       test_bit(ring_slot(ring, ring->local_done), ring->slot_local))
 		ring->local_done++;
+	WRITE_ONCE(ring->hdr->local_seq, ring->local_done);
 }
 
 /* ring->lock held: fill in a record's fields (not yet published). */
@@ -967,6 +975,7 @@ static int repl_get_dirty(struct repl_ring *ring, void __user *argp)
 		for_each_set_bit(r, ring->dirty, ring->nr_regions)
 			buf[r >> 3] |= 1U << (r & 7);
 		d.dirty_regions = ring->nr_dirty;
+		d.dirty_gen = ring->dirty_gen;
 		spin_unlock_irq(&ring->lock);
 		if (copy_to_user(u64_to_user_ptr(d.bitmap), buf, bytes))
 			ret = -EFAULT;
@@ -976,6 +985,7 @@ static int repl_get_dirty(struct repl_ring *ring, void __user *argp)
 	} else {
 		spin_lock_irq(&ring->lock);
 		d.dirty_regions = ring->nr_dirty;
+		d.dirty_gen = ring->dirty_gen;
 		spin_unlock_irq(&ring->lock);
 	}
 	d.nr_regions = ring->nr_regions;
@@ -983,6 +993,49 @@ static int repl_get_dirty(struct repl_ring *ring, void __user *argp)
 	if (copy_to_user(argp, &d, sizeof(d)))
 		return -EFAULT;
 	return 0;
+}
+
+/*
+ * MARK_DIRTY / CLEAR_DIRTY.  Marking more than needed only costs a resync;
+ * clearing is refused (EAGAIN) when anything was marked since the caller
+ * copied the bitmap, so a region dirtied during its resync stays dirty.
+ */
+static int repl_mark_dirty(struct repl_ring *ring, void __user *argp, bool clear)
+{
+	struct dm_repl_regions rg;
+	u64 r, end;
+	int ret = 0;
+
+	if (copy_from_user(&rg, argp, sizeof(rg)))
+		return -EFAULT;
+	if (rg.flags || rg.__pad || (!clear && rg.gen))
+		return -EINVAL;
+	if (!rg.count || rg.first >= ring->nr_regions ||
+	    rg.count > ring->nr_regions - rg.first)
+		return -EINVAL;
+	end = rg.first + rg.count;
+
+	spin_lock_irq(&ring->lock);
+	if (!clear) {
+		ring_mark_regions(ring, rg.first, end);
+	} else if (rg.gen != ring->dirty_gen) {
+		ret = -EAGAIN;
+	} else {
+		for (r = rg.first; r < end; r++) {
+			if (!__test_and_clear_bit(r, ring->dirty))
+				continue;
+			ring->nr_dirty--;
+			repl_meta_clear_dirty_bit(ring, r);
+		}
+		if (!ring->nr_dirty && (ring->state & DM_REPL_STATE_DIRTY)) {
+			ring->state &= ~DM_REPL_STATE_DIRTY;
+			ring_state_changed(ring);
+		} else {
+			WRITE_ONCE(ring->hdr->dirty_regions, ring->nr_dirty);
+		}
+	}
+	spin_unlock_irq(&ring->lock);
+	return ret;
 }
 
 static long repl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
@@ -1001,6 +1054,10 @@ static long repl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return ring_kick(ring);
 	case DM_REPL_IOC_GET_DIRTY:
 		return repl_get_dirty(ring, argp);
+	case DM_REPL_IOC_MARK_DIRTY:
+		return repl_mark_dirty(ring, argp, false);
+	case DM_REPL_IOC_CLEAR_DIRTY:
+		return repl_mark_dirty(ring, argp, true);
 	default:
 		return -ENOTTY;
 	}
@@ -1125,7 +1182,8 @@ int repl_ring_init(void)
 	int r;
 
 	/* Pin the ABI layout. */
-	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 4 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 5 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, local_seq) != 4 * DM_REPL_CACHELINE);
 	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, ring_id) != 3 * DM_REPL_CACHELINE);
 	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, prod_seq) != DM_REPL_CACHELINE);
 	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, read_seq) != 2 * DM_REPL_CACHELINE);
@@ -1136,7 +1194,8 @@ int repl_ring_init(void)
 	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_offset) != 32);
 	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_len) != 40);
 	BUILD_BUG_ON(sizeof(struct dm_repl_attach) != 32);
-	BUILD_BUG_ON(sizeof(struct dm_repl_dirty) != 40);
+	BUILD_BUG_ON(sizeof(struct dm_repl_dirty) != 48);
+	BUILD_BUG_ON(sizeof(struct dm_repl_regions) != 32);
 	BUILD_BUG_ON(sizeof(struct dm_repl_md_sb) != 176);
 	BUILD_BUG_ON(offsetof(struct dm_repl_md_sb, resource) != 64);
 	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) > PAGE_SIZE);

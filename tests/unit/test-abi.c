@@ -18,9 +18,9 @@
 		       #type "." #field " is " #size " bytes")
 #define FIELD(type, field, off, size) OFF(type, field, off); FSIZE(type, field, size)
 
-/* struct dm_repl_ring_hdr: three cache lines */
+/* struct dm_repl_ring_hdr: five cache lines */
 _Static_assert(DM_REPL_CACHELINE == 64, "cache line");
-_Static_assert(sizeof(struct dm_repl_ring_hdr) == 256, "hdr is 256 bytes");
+_Static_assert(sizeof(struct dm_repl_ring_hdr) == 320, "hdr is 320 bytes");
 /* line 0: identity and geometry */
 FIELD(dm_repl_ring_hdr, magic, 0, 4);
 FIELD(dm_repl_ring_hdr, abi_version, 4, 4);
@@ -53,6 +53,10 @@ FIELD(dm_repl_ring_hdr, __upad, 160, 32);
 /* line 3: identity */
 FIELD(dm_repl_ring_hdr, ring_id, 192, 8);
 FIELD(dm_repl_ring_hdr, __ipad, 200, 56);
+/* line 4: resync support */
+FIELD(dm_repl_ring_hdr, local_seq, 256, 8);
+FIELD(dm_repl_ring_hdr, dirty_gen, 264, 8);
+FIELD(dm_repl_ring_hdr, __kpad, 272, 48);
 _Static_assert(offsetof(struct dm_repl_ring_hdr, prod_seq) % DM_REPL_CACHELINE == 0,
 	       "producer line starts a cache line");
 _Static_assert(offsetof(struct dm_repl_ring_hdr, read_seq) % DM_REPL_CACHELINE == 0,
@@ -81,17 +85,26 @@ FIELD(dm_repl_attach, map_size, 16, 8);
 FIELD(dm_repl_attach, hdr_size, 24, 8);
 
 /* struct dm_repl_dirty */
-_Static_assert(sizeof(struct dm_repl_dirty) == 40, "dirty is 40 bytes");
+_Static_assert(sizeof(struct dm_repl_dirty) == 48, "dirty is 48 bytes");
 FIELD(dm_repl_dirty, bitmap, 0, 8);
 FIELD(dm_repl_dirty, bitmap_bytes, 8, 8);
 FIELD(dm_repl_dirty, nr_regions, 16, 8);
 FIELD(dm_repl_dirty, region_bytes, 24, 8);
 FIELD(dm_repl_dirty, dirty_regions, 32, 8);
+FIELD(dm_repl_dirty, dirty_gen, 40, 8);
+
+/* struct dm_repl_regions */
+_Static_assert(sizeof(struct dm_repl_regions) == 32, "regions is 32 bytes");
+FIELD(dm_repl_regions, first, 0, 8);
+FIELD(dm_repl_regions, count, 8, 8);
+FIELD(dm_repl_regions, gen, 16, 8);
+FIELD(dm_repl_regions, flags, 24, 4);
+FIELD(dm_repl_regions, __pad, 28, 4);
 
 /* constants */
 _Static_assert(DM_REPL_MAGIC == 0x4c504552U, "magic is \"REPL\"");
-_Static_assert(DM_REPL_ABI_VERSION == 1, "ABI version 1");
-_Static_assert(DM_REPL_FEATURES == 0xf, "features");
+_Static_assert(DM_REPL_ABI_VERSION == 2, "ABI version 2");
+_Static_assert(DM_REPL_FEATURES == 0x1f, "features");
 _Static_assert(DM_REPL_OP_WRITE == 1 && DM_REPL_OP_FLUSH == 2 &&
 	       DM_REPL_OP_DISCARD == 3 && DM_REPL_OP_WRITE_ZEROES == 4 &&
 	       DM_REPL_OP_GAP == 5, "ops");
@@ -112,15 +125,27 @@ _Static_assert(_IOC_TYPE(DM_REPL_IOC_KICK) == 0xDE &&
 	       "KICK is _IO(0xDE, 1)");
 _Static_assert(_IOC_TYPE(DM_REPL_IOC_GET_DIRTY) == 0xDE &&
 	       _IOC_NR(DM_REPL_IOC_GET_DIRTY) == 0x02 &&
-	       _IOC_SIZE(DM_REPL_IOC_GET_DIRTY) == 40 &&
+	       _IOC_SIZE(DM_REPL_IOC_GET_DIRTY) == 48 &&
 	       _IOC_DIR(DM_REPL_IOC_GET_DIRTY) == (_IOC_READ | _IOC_WRITE),
-	       "GET_DIRTY is _IOWR(0xDE, 2, 40 bytes)");
+	       "GET_DIRTY is _IOWR(0xDE, 2, 48 bytes)");
+_Static_assert(_IOC_TYPE(DM_REPL_IOC_MARK_DIRTY) == 0xDE &&
+	       _IOC_NR(DM_REPL_IOC_MARK_DIRTY) == 0x03 &&
+	       _IOC_SIZE(DM_REPL_IOC_MARK_DIRTY) == 32 &&
+	       _IOC_DIR(DM_REPL_IOC_MARK_DIRTY) == _IOC_WRITE,
+	       "MARK_DIRTY is _IOW(0xDE, 3, 32 bytes)");
+_Static_assert(_IOC_TYPE(DM_REPL_IOC_CLEAR_DIRTY) == 0xDE &&
+	       _IOC_NR(DM_REPL_IOC_CLEAR_DIRTY) == 0x04 &&
+	       _IOC_SIZE(DM_REPL_IOC_CLEAR_DIRTY) == 32 &&
+	       _IOC_DIR(DM_REPL_IOC_CLEAR_DIRTY) == _IOC_WRITE,
+	       "CLEAR_DIRTY is _IOW(0xDE, 4, 32 bytes)");
 /* ... and the numbers with the asm-generic encoding (x86, arm, riscv) */
 #if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || \
 	defined(__arm__) || defined(__riscv)
 _Static_assert(DM_REPL_IOC_ATTACH == 0xc020de00U, "ATTACH number");
 _Static_assert(DM_REPL_IOC_KICK == 0x0000de01U, "KICK number");
-_Static_assert(DM_REPL_IOC_GET_DIRTY == 0xc028de02U, "GET_DIRTY number");
+_Static_assert(DM_REPL_IOC_GET_DIRTY == 0xc030de02U, "GET_DIRTY number");
+_Static_assert(DM_REPL_IOC_MARK_DIRTY == 0x4020de03U, "MARK_DIRTY number");
+_Static_assert(DM_REPL_IOC_CLEAR_DIRTY == 0x4020de04U, "CLEAR_DIRTY number");
 #endif
 
 #define PRINT_FIELD(type, field) \

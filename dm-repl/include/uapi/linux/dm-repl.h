@@ -79,7 +79,7 @@
 #include <linux/ioctl.h>
 
 #define DM_REPL_MAGIC		0x4c504552U	/* "REPL" in little endian */
-#define DM_REPL_ABI_VERSION	1U
+#define DM_REPL_ABI_VERSION	2U
 #define DM_REPL_MISC_NAME	"dm-repl"	/* /dev/dm-repl */
 
 /* hdr.features: what this kernel implements */
@@ -87,8 +87,10 @@
 #define DM_REPL_FEAT_ACK	(1ULL << 1) /* ack_seq gates sync completions */
 #define DM_REPL_FEAT_GAP	(1ULL << 2) /* GAP record after an overflow */
 #define DM_REPL_FEAT_DIRTY	(1ULL << 3) /* DM_REPL_IOC_GET_DIRTY */
+#define DM_REPL_FEAT_RESYNC	(1ULL << 4) /* local_seq, MARK/CLEAR_DIRTY */
 #define DM_REPL_FEATURES	(DM_REPL_FEAT_RO_DATA | DM_REPL_FEAT_ACK | \
-				 DM_REPL_FEAT_GAP | DM_REPL_FEAT_DIRTY)
+				 DM_REPL_FEAT_GAP | DM_REPL_FEAT_DIRTY | \
+				 DM_REPL_FEAT_RESYNC)
 
 /* hdr.state bits (kernel-written; a copy of what dmsetup status shows) */
 #define DM_REPL_STATE_SYNC	(1U << 0) /* target mode is sync */
@@ -138,6 +140,16 @@ struct dm_repl_ring_hdr {
 	 */
 	__u64 ring_id;
 	__u64 __ipad[7];
+
+	/*
+	 * line 4: resync support, written by the kernel only.  Every record
+	 * below local_seq has completed its local write (a resync may read
+	 * the device and see them).  dirty_gen changes whenever a region is
+	 * marked dirty; DM_REPL_IOC_CLEAR_DIRTY takes it back.
+	 */
+	__u64 local_seq;
+	__u64 dirty_gen;
+	__u64 __kpad[6];
 };
 
 /* Record operations */
@@ -184,6 +196,23 @@ struct dm_repl_dirty {
 	__u64 nr_regions;	/* out */
 	__u64 region_bytes;	/* out */
 	__u64 dirty_regions;	/* out: bits set */
+	__u64 dirty_gen;	/* out: generation of this copy */
+};
+
+/*
+ * DM_REPL_IOC_MARK_DIRTY: mark regions [first, first + count) out of sync
+ * (the consumer dropped records a peer did not get; a verify found them
+ * different).  gen and flags must be 0.
+ * DM_REPL_IOC_CLEAR_DIRTY: a resync made them equal everywhere: clear
+ * them, unless a region was marked since the bitmap copy of generation gen
+ * was taken (then EAGAIN, nothing cleared).  flags must be 0.
+ */
+struct dm_repl_regions {
+	__u64 first;
+	__u64 count;
+	__u64 gen;
+	__u32 flags;
+	__u32 __pad;
 };
 
 /*
@@ -230,5 +259,7 @@ struct dm_repl_md_sb {
 #define DM_REPL_IOC_ATTACH	_IOWR(DM_REPL_IOC_MAGIC, 0x00, struct dm_repl_attach)
 #define DM_REPL_IOC_KICK	_IO(DM_REPL_IOC_MAGIC, 0x01)
 #define DM_REPL_IOC_GET_DIRTY	_IOWR(DM_REPL_IOC_MAGIC, 0x02, struct dm_repl_dirty)
+#define DM_REPL_IOC_MARK_DIRTY	_IOW(DM_REPL_IOC_MAGIC, 0x03, struct dm_repl_regions)
+#define DM_REPL_IOC_CLEAR_DIRTY	_IOW(DM_REPL_IOC_MAGIC, 0x04, struct dm_repl_regions)
 
 #endif /* _UAPI_LINUX_DM_REPL_H */
