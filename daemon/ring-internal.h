@@ -4,6 +4,7 @@
 #define REPL_RING_INTERNAL_H
 
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "ring.h"
@@ -72,6 +73,12 @@ struct ring {
 		uint64_t used;		/* data bytes in use, incl. skipped tails */
 		uint64_t nr_wakes;
 		uint64_t nr_full;
+		/* the dirty bitmap, as the kernel keeps it (any thread) */
+		pthread_mutex_t dirty_lock;
+		uint8_t *dirty;			/* LE bit order, one bit per region */
+		uint64_t nr_regions;
+		uint64_t nr_dirty;
+		uint64_t dirty_gen;
 	} mem __attribute__((aligned(DM_REPL_CACHELINE)));
 };
 

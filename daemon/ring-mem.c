@@ -62,6 +62,8 @@ void ring_mem_release_resources(struct ring *r)
 	if (r->mem.kick_fd >= 0)
 		close(r->mem.kick_fd);
 	free(r->mem.slot_bytes);
+	free(r->mem.dirty);
+	pthread_mutex_destroy(&r->mem.dirty_lock);
 }
 
 int ring_mem_new(uint32_t nr_recs, uint64_t data_size, uint64_t dev_sectors,
@@ -90,8 +92,14 @@ int ring_mem_new(uint32_t nr_recs, uint64_t data_size, uint64_t dev_sectors,
 	if (!r)
 		return -ENOMEM;
 	r->memory = true;
+	pthread_mutex_init(&r->mem.dirty_lock, NULL);
 	r->mem.slot_bytes = calloc(nr_recs, sizeof(*r->mem.slot_bytes));
 	if (!r->mem.slot_bytes)
+		return -ENOMEM;
+	r->mem.nr_regions = (dev_sectors * 512 + (1ULL << MEM_REGION_SHIFT) - 1) >>
+			    MEM_REGION_SHIFT;
+	r->mem.dirty = calloc(r->mem.nr_regions / 8 + 1, 1);
+	if (!r->mem.dirty)
 		return -ENOMEM;
 	r->mem.memfd = memfd_create("dm-repl-ring", MFD_CLOEXEC);
 	if (r->mem.memfd < 0)
@@ -116,7 +124,7 @@ int ring_mem_new(uint32_t nr_recs, uint64_t data_size, uint64_t dev_sectors,
 	h->magic = DM_REPL_MAGIC;
 	h->abi_version = DM_REPL_ABI_VERSION;
 	h->features = DM_REPL_FEAT_RO_DATA | DM_REPL_FEAT_ACK |
-		      DM_REPL_FEAT_GAP;
+		      DM_REPL_FEAT_GAP | DM_REPL_FEAT_DIRTY | DM_REPL_FEAT_RESYNC;
 	h->hdr_size = (uint32_t)hdr_size;
 	h->rec_size = sizeof(struct dm_repl_rec);
 	h->nr_recs = nr_recs;
@@ -356,4 +364,16 @@ int ring_mem_set_state(struct ring *r, uint32_t state)
 	/* like the kernel: the state before its sequence number (EPOLLPRI) */
 	ring_store_release(&h->state_seq, ring_load_relaxed(&h->state_seq) + 1);
 	return 0;
+}
+
+int ring_mem_mark_dirty(struct ring *r, uint64_t sector, uint32_t nr_sectors)
+{
+	unsigned int shift = MEM_REGION_SHIFT - 9;
+
+	if (!r->memory)
+		return -EOPNOTSUPP;
+	if (!nr_sectors || sector >= r->dev_sectors || nr_sectors > r->dev_sectors - sector)
+		return -EINVAL;
+	return ring_mark_dirty(r, sector >> shift,
+			       ((sector + nr_sectors - 1) >> shift) - (sector >> shift) + 1);
 }

@@ -365,6 +365,23 @@ void ring_mark_state_seen(struct ring *r, uint32_t state_seq)
 	ring_store_release(&r->hdr->state_seen, state_seq);
 }
 
+static int mem_get_dirty(struct ring *r, void *buf, size_t len, struct dm_repl_dirty *d)
+{
+	size_t bytes = (size_t)((r->mem.nr_regions + 7) / 8);
+
+	if (buf && len < bytes)
+		return -ENOSPC;
+	pthread_mutex_lock(&r->mem.dirty_lock);
+	if (buf)
+		memcpy(buf, r->mem.dirty, bytes);
+	d->nr_regions = r->mem.nr_regions;
+	d->region_bytes = 1ULL << r->region_shift;
+	d->dirty_regions = r->mem.nr_dirty;
+	d->dirty_gen = r->mem.dirty_gen;
+	pthread_mutex_unlock(&r->mem.dirty_lock);
+	return 0;
+}
+
 int ring_get_dirty(struct ring *r, void *buf, size_t len,
 		   struct dm_repl_dirty *ret)
 {
@@ -372,15 +389,91 @@ int ring_get_dirty(struct ring *r, void *buf, size_t len,
 		.bitmap = (uintptr_t)buf,
 		.bitmap_bytes = buf ? len : 0,
 	};
+	int err;
 
-	if (r->memory || !(r->features & DM_REPL_FEAT_DIRTY))
-		return -EOPNOTSUPP;
-	if (ioctl(r->fd, DM_REPL_IOC_GET_DIRTY, &d) < 0)
-		return -errno;
+	if (r->memory) {
+		err = mem_get_dirty(r, buf, len, &d);
+		if (err < 0)
+			return err;
+	} else {
+		if (!(r->features & DM_REPL_FEAT_DIRTY))
+			return -EOPNOTSUPP;
+		if (ioctl(r->fd, DM_REPL_IOC_GET_DIRTY, &d) < 0)
+			return -errno;
+	}
 	if (d.dirty_regions > d.nr_regions)
 		return -EPROTO;
 	*ret = d;
 	return 0;
+}
+
+/* memory rings: the kernel's MARK_DIRTY / CLEAR_DIRTY */
+static int mem_regions(struct ring *r, uint64_t first, uint64_t count, uint64_t gen,
+		       bool clear)
+{
+	uint64_t i;
+	int err = 0;
+
+	pthread_mutex_lock(&r->mem.dirty_lock);
+	if (clear && gen != r->mem.dirty_gen) {
+		err = -EAGAIN;
+		goto out;
+	}
+	for (i = first; i < first + count; i++) {
+		uint8_t bit = (uint8_t)(1U << (i & 7));
+		bool set = r->mem.dirty[i >> 3] & bit;
+
+		if (clear && set) {
+			r->mem.dirty[i >> 3] &= (uint8_t)~bit;
+			r->mem.nr_dirty--;
+		} else if (!clear && !set) {
+			r->mem.dirty[i >> 3] |= bit;
+			r->mem.nr_dirty++;
+		}
+	}
+	if (!clear)
+		r->mem.dirty_gen++;
+	ring_store_relaxed(&r->hdr->dirty_regions, r->mem.nr_dirty);
+	ring_store_relaxed(&r->hdr->dirty_gen, r->mem.dirty_gen);
+out:
+	pthread_mutex_unlock(&r->mem.dirty_lock);
+	return err;
+}
+
+static int ring_regions(struct ring *r, unsigned long cmd, uint64_t first, uint64_t count,
+			uint64_t gen)
+{
+	struct dm_repl_regions rg = { .first = first, .count = count, .gen = gen };
+	uint64_t nr_regions = ((r->dev_sectors << 9) + (1ULL << r->region_shift) - 1) >>
+			      r->region_shift;
+
+	if (!count || first >= nr_regions || count > nr_regions - first)
+		return -EINVAL;
+	if (r->memory)
+		return mem_regions(r, first, count, gen, cmd == DM_REPL_IOC_CLEAR_DIRTY);
+	if (!(r->features & DM_REPL_FEAT_RESYNC))
+		return -EOPNOTSUPP;
+	if (ioctl(r->fd, cmd, &rg) < 0)
+		return -errno;
+	return 0;
+}
+
+int ring_mark_dirty(struct ring *r, uint64_t first, uint64_t count)
+{
+	return ring_regions(r, DM_REPL_IOC_MARK_DIRTY, first, count, 0);
+}
+
+int ring_clear_dirty(struct ring *r, uint64_t first, uint64_t count, uint64_t gen)
+{
+	return ring_regions(r, DM_REPL_IOC_CLEAR_DIRTY, first, count, gen);
+}
+
+uint64_t ring_local_seq(const struct ring *r)
+{
+	/* memory rings: the producer writes its device before it logs */
+	if (r->memory || !(r->features & DM_REPL_FEAT_RESYNC))
+		return ring_prod(r);
+	return ring_load_acquire(&r->hdr->local_seq);
 }
 
 void ring_get_info(const struct ring *r, struct ring_info *ret)

@@ -153,11 +153,23 @@ void ring_mark_state_seen(struct ring *r, uint32_t state_seq);
 
 /*
  * Copy out the dirty bitmap (DM_REPL_IOC_GET_DIRTY) into buf (len bytes;
- * buf NULL and len 0 just fill in the counts).  -EOPNOTSUPP for memory
- * rings and kernels without DM_REPL_FEAT_DIRTY.
+ * buf NULL and len 0 just fill in the counts).  -EOPNOTSUPP for kernels
+ * without DM_REPL_FEAT_DIRTY.
  */
 int ring_get_dirty(struct ring *r, void *buf, size_t len,
 		   struct dm_repl_dirty *ret);
+
+/*
+ * Mark regions [first, first + count) out of sync; clear them after a
+ * resync, unless something was marked since the bitmap copy of generation
+ * gen (ret->dirty_gen of ring_get_dirty()) was taken: -EAGAIN.  -EINVAL
+ * for a range outside the device, -EOPNOTSUPP without DM_REPL_FEAT_RESYNC.
+ */
+int ring_mark_dirty(struct ring *r, uint64_t first, uint64_t count);
+int ring_clear_dirty(struct ring *r, uint64_t first, uint64_t count, uint64_t gen);
+
+/* Every record below this has completed its local write (acquire). */
+uint64_t ring_local_seq(const struct ring *r);
 
 struct ring_info {
 	bool memory;		/* memory ring (ring_mem_new) */
@@ -240,5 +252,11 @@ uint64_t ring_mem_acked(const struct ring *r);
  * -EOPNOTSUPP: not a memory ring.
  */
 int ring_mem_set_state(struct ring *r, uint32_t state);
+
+/*
+ * Mark the regions of an extent dirty, as the target does for a write it
+ * could not log.  -EINVAL beyond the device, -EOPNOTSUPP: not a memory ring.
+ */
+int ring_mem_mark_dirty(struct ring *r, uint64_t sector, uint32_t nr_sectors);
 
 #endif /* REPL_RING_H */

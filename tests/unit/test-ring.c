@@ -207,10 +207,32 @@ static void test_args(void)
 	CHECK(ring_prod(r) == 0, "nothing published");
 
 	{
+		/* 1024 sectors = 512 KiB: 8 regions of 64 KiB */
 		struct dm_repl_dirty d = { .nr_regions = 5 };
+		uint8_t bm[8];
+		uint64_t gen;
 
-		CHECK_RC(ring_get_dirty(r, buf, sizeof(buf), &d), -EOPNOTSUPP);
+		CHECK_RC(ring_get_dirty(r, bm, 0, &d), -ENOSPC);
 		CHECK(d.nr_regions == 5, "ret written on failure");
+		CHECK_RC(ring_get_dirty(r, bm, sizeof(bm), &d), 0);
+		CHECK(d.nr_regions == 8 && d.region_bytes == 65536 && d.dirty_regions == 0,
+		      "empty bitmap");
+		gen = d.dirty_gen;
+		CHECK_RC(ring_mark_dirty(r, 8, 1), -EINVAL);
+		CHECK_RC(ring_mark_dirty(r, 2, 7), -EINVAL);
+		CHECK_RC(ring_mark_dirty(r, 0, 0), -EINVAL);
+		CHECK_RC(ring_mem_mark_dirty(r, 1020, 8), -EINVAL);
+		CHECK_RC(ring_mem_mark_dirty(r, 127, 2), 0);	/* regions 0 and 1 */
+		CHECK_RC(ring_mark_dirty(r, 6, 2), 0);
+		CHECK_RC(ring_get_dirty(r, bm, sizeof(bm), &d), 0);
+		CHECK(d.dirty_regions == 4 && bm[0] == 0xc3 && d.dirty_gen != gen, "marked");
+		CHECK_RC(ring_clear_dirty(r, 0, 8, gen), -EAGAIN);
+		gen = d.dirty_gen;
+		CHECK_RC(ring_clear_dirty(r, 0, 1, gen), 0);
+		CHECK_RC(ring_clear_dirty(r, 6, 2, gen), 0);
+		CHECK_RC(ring_get_dirty(r, bm, sizeof(bm), &d), 0);
+		CHECK(d.dirty_regions == 1 && bm[0] == 0x02 && d.dirty_gen == gen, "cleared");
+		CHECK(ring_local_seq(r) == ring_prod(r), "memory rings: local = prod");
 	}
 	CHECK(ring_mem_kick_fd(r) >= 0 && ring_fd(r) >= 0 &&
 	      ring_mem_memfd(r) >= 0, "fds");
@@ -244,7 +266,8 @@ static void test_hdr_check(void)
 	CHECK_RC(ring_hdr_check(&h, map_size, hdr_size), -EPROTO);	\
 } while (0)
 	BAD(h.magic ^= 1, info.map_size, good.hdr_size);
-	BAD(h.abi_version = 2, info.map_size, good.hdr_size);
+	BAD(h.abi_version = 1, info.map_size, good.hdr_size);
+	BAD(h.abi_version = 3, info.map_size, good.hdr_size);
 	BAD(h.rec_size = 32, info.map_size, good.hdr_size);
 	BAD(h.nr_recs = 48, info.map_size, good.hdr_size);
 	BAD(h.nr_recs = 0, info.map_size, good.hdr_size);
