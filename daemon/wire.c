@@ -167,6 +167,12 @@ static int data_check(const Dmrepl__V1__Data *d, char *reason, size_t rlen)
 			    "Data flags 0x%" PRIx32 " has unknown bits", d->flags);
 
 	switch (d->op) {
+	case WIRE_OP_RESYNC:
+		if (d->seq || d->flags || d->epoch)
+			return fail(reason, rlen, -EPROTO,
+				    "Data RESYNC with seq, flags or epoch set");
+		/* the extent and payload rules of a WRITE */
+		__attribute__((fallthrough));
 	case DM_REPL_OP_WRITE:
 		if (d->nr_sectors == 0)
 			return fail(reason, rlen, -EPROTO,
@@ -224,6 +230,25 @@ static int ack_check(const Dmrepl__V1__Ack *a, char *reason, size_t rlen)
 	return 0;
 }
 
+static int hash_request_check(const Dmrepl__V1__HashRequest *h, char *reason, size_t rlen)
+{
+	uint32_t b = h->block_sectors;
+
+	if (b < 8 || b > WIRE_MAX_SECTORS_PER_REC || (b & (b - 1)))
+		return fail(reason, rlen, -EPROTO,
+			    "HashRequest block_sectors %" PRIu32 " is not a power of 2 in 8..%u",
+			    b, WIRE_MAX_SECTORS_PER_REC);
+	if (!h->nr_sectors || h->nr_sectors % b || h->nr_sectors / b > WIRE_MAX_HASHES)
+		return fail(reason, rlen, -EPROTO,
+			    "HashRequest of %" PRIu32 " sectors is not 1..%u blocks of %" PRIu32,
+			    h->nr_sectors, WIRE_MAX_HASHES, b);
+	if (h->sector > WIRE_MAX_DEV_SECTORS - h->nr_sectors)
+		return fail(reason, rlen, -EPROTO,
+			    "HashRequest extent %" PRIu64 "+%" PRIu32 " overflows",
+			    h->sector, h->nr_sectors);
+	return 0;
+}
+
 static int error_check(const Dmrepl__V1__Error *e, char *reason, size_t rlen)
 {
 	size_t len = e->reason ? strlen(e->reason) : 0;
@@ -275,6 +300,30 @@ int wire_frame_check(const Dmrepl__V1__Frame *f, char *reason,
 		if (!f->error)
 			break;
 		return error_check(f->error, reason, reason_len);
+	case DMREPL__V1__FRAME__MSG_RESYNC_BEGIN:
+		if (!f->resync_begin)
+			break;
+		return 0;
+	case DMREPL__V1__FRAME__MSG_HASH_REQUEST:
+		if (!f->hash_request)
+			break;
+		return hash_request_check(f->hash_request, reason, reason_len);
+	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSH:
+		if (!f->resync_flush)
+			break;
+		return 0;
+	case DMREPL__V1__FRAME__MSG_HASH_REPLY:
+		if (!f->hash_reply)
+			break;
+		if (!f->hash_reply->n_hash || f->hash_reply->n_hash > WIRE_MAX_HASHES)
+			return fail(reason, reason_len, -EPROTO,
+				    "HashReply with %zu hashes (1..%u)",
+				    f->hash_reply->n_hash, WIRE_MAX_HASHES);
+		return 0;
+	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED:
+		if (!f->resync_flushed)
+			break;
+		return 0;
 	case DMREPL__V1__FRAME__MSG__NOT_SET:
 		return fail(reason, reason_len, -EPROTO,
 			    "Frame carries no message");
@@ -375,6 +424,88 @@ ssize_t wire_encode_keepalive(uint8_t *buf, size_t len, uint64_t time_ns)
 	k.time_ns = time_ns;
 	f.msg_case = DMREPL__V1__FRAME__MSG_KEEPALIVE;
 	f.keepalive = &k;
+	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
+				uint32_t nr_sectors)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
+
+	d.sector = sector;
+	d.nr_sectors = nr_sectors;
+	d.op = WIRE_OP_RESYNC;
+	d.payload_len = nr_sectors * 512U;
+	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
+	f.data = &d;
+	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_resync_begin(uint8_t *buf, size_t len, uint64_t id, bool full)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__ResyncBegin m = DMREPL__V1__RESYNC_BEGIN__INIT;
+
+	m.id = id;
+	m.full = full;
+	f.msg_case = DMREPL__V1__FRAME__MSG_RESYNC_BEGIN;
+	f.resync_begin = &m;
+	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_hash_request(uint8_t *buf, size_t len, uint64_t id,
+				 uint64_t sector, uint32_t nr_sectors,
+				 uint32_t block_sectors)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__HashRequest m = DMREPL__V1__HASH_REQUEST__INIT;
+
+	m.id = id;
+	m.sector = sector;
+	m.nr_sectors = nr_sectors;
+	m.block_sectors = block_sectors;
+	f.msg_case = DMREPL__V1__FRAME__MSG_HASH_REQUEST;
+	f.hash_request = &m;
+	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_resync_flush(uint8_t *buf, size_t len, uint64_t id, bool done)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__ResyncFlush m = DMREPL__V1__RESYNC_FLUSH__INIT;
+
+	m.id = id;
+	m.done = done;
+	f.msg_case = DMREPL__V1__FRAME__MSG_RESYNC_FLUSH;
+	f.resync_flush = &m;
+	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_hash_reply(uint8_t *buf, size_t len, uint64_t id,
+			       const uint64_t *hash, size_t n)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__HashReply m = DMREPL__V1__HASH_REPLY__INIT;
+
+	if (!n || n > WIRE_MAX_HASHES)
+		return -EINVAL;
+	m.id = id;
+	m.n_hash = n;
+	m.hash = (uint64_t *)hash;
+	f.msg_case = DMREPL__V1__FRAME__MSG_HASH_REPLY;
+	f.hash_reply = &m;
+	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_resync_flushed(uint8_t *buf, size_t len, uint64_t id)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__ResyncFlushed m = DMREPL__V1__RESYNC_FLUSHED__INIT;
+
+	m.id = id;
+	f.msg_case = DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED;
+	f.resync_flushed = &m;
 	return wire_encode(&f, buf, len);
 }
 
@@ -494,7 +625,7 @@ static int frame_scan(const uint8_t *p, size_t n, char *reason, size_t rlen)
 		return fail(reason, rlen, -EPROTO,
 			    "frame is not a protobuf message");
 	if (top.number < DMREPL__V1__FRAME__MSG_HELLO ||
-	    top.number > DMREPL__V1__FRAME__MSG_ERROR || top.wire_type != 2)
+	    top.number > DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED || top.wire_type != 2)
 		return fail(reason, rlen, -EPROTO,
 			    "Frame field %" PRIu64 " (wire type %u) unknown",
 			    top.number, top.wire_type);

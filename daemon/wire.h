@@ -70,6 +70,10 @@
 #define WIRE_MAX_DEV_SECTORS	((uint64_t)INT64_MAX >> 9)
 /* Decoder memory per frame; every valid frame needs far less. */
 #define WIRE_ARENA_SIZE		8192U
+/* Data.op of a resync block (outside the ring's DM_REPL_OP_* space) */
+#define WIRE_OP_RESYNC		16U
+/* HashRequest / HashReply: at most this many hashes */
+#define WIRE_MAX_HASHES		256U
 /* Read-ahead buffer of a reader (plus WIRE_MAX_PAYLOAD in buffer mode). */
 #define WIRE_READ_BUF		(64U * 1024U)
 
@@ -94,6 +98,17 @@ ssize_t wire_encode_ack(uint8_t *buf, size_t len, uint64_t received,
 			uint64_t written, uint64_t durable);
 ssize_t wire_encode_set_mode(uint8_t *buf, size_t len, Dmrepl__V1__Mode mode);
 ssize_t wire_encode_keepalive(uint8_t *buf, size_t len, uint64_t time_ns);
+/* A resync block's header (payload of nr_sectors * 512 bytes follows). */
+ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
+				uint32_t nr_sectors);
+ssize_t wire_encode_resync_begin(uint8_t *buf, size_t len, uint64_t id, bool full);
+ssize_t wire_encode_hash_request(uint8_t *buf, size_t len, uint64_t id,
+				 uint64_t sector, uint32_t nr_sectors,
+				 uint32_t block_sectors);
+ssize_t wire_encode_resync_flush(uint8_t *buf, size_t len, uint64_t id, bool done);
+ssize_t wire_encode_hash_reply(uint8_t *buf, size_t len, uint64_t id,
+			       const uint64_t *hash, size_t n);
+ssize_t wire_encode_resync_flushed(uint8_t *buf, size_t len, uint64_t id);
 /*
  * reason (may be NULL) is cut to WIRE_MAX_REASON bytes on a UTF-8 boundary;
  * if it is not printable UTF-8, every byte outside printable ASCII becomes
