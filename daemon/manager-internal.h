@@ -136,6 +136,10 @@ struct manager {
 	uint64_t last_state_write_ms;
 	char primary_node[CONFIG_NAME_MAX + 1];
 	uint64_t primary_connects;
+	bool consistent;		/* persisted: no resync pending */
+	struct sec_xlate *xl;		/* engine sequence -> stream sequence */
+	struct sec_rs *rs;		/* resync requests waiting for writes */
+	uint64_t rs_blocks, rs_bytes, hash_requests;
 };
 
 uint64_t now_ms(void);

@@ -3,6 +3,13 @@
  * The secondary: accept the configured primary, apply its records to the
  * local device with libaio (apply.c), acknowledge them.
  *
+ * Resync blocks travel between the records and go through the same engine
+ * (never reordered with an overlapping record), so the engine numbers
+ * everything it is given with its own sequence; a small FIFO of segments
+ * translates its progress back to the primary's stream sequence for the
+ * Acks.  Hash requests and resync flushes wait until everything received
+ * before them is written, then read / fdatasync synchronously.
+ *
  * One primary at a time; a new connection from the configured primary
  * replaces a stale one (a primary that lost power sends no FIN).  The
  * resume point (stream id + every record below it durable) is kept in
@@ -22,13 +29,16 @@
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
+#include <xxhash.h>
 
 #include "apply.h"
 #include "dmdev.h"
 #include "log.h"
 #include "manager-internal.h"
 
-#define CONN_OUT	4096
+#define CONN_OUT	(64 * 1024)
+#define XL_MAX		65536U	/* segments of the sequence translation */
+#define RS_QUEUE	1024U	/* resync requests waiting for writes */
 
 struct conn {
 	struct manager *m;
@@ -64,16 +74,20 @@ static void state_load(struct manager *m)
 {
 	char path[PATH_MAX];
 	unsigned long long id, durable;
+	int consistent = 1, n;
 	FILE *f;
 
+	m->consistent = false;	/* never held a full copy */
 	if (state_path(m, path, sizeof(path)) < 0)
 		return;
 	f = fopen(path, "re");
 	if (!f)
 		return;
-	if (fscanf(f, "stream %llx durable %llu", &id, &durable) == 2) {
+	n = fscanf(f, "stream %llx durable %llu consistent %d", &id, &durable, &consistent);
+	if (n >= 2) {
 		m->stream_id = id;
 		m->state_durable = durable;
+		m->consistent = consistent == 1;
 	} else {
 		log_warning("%s: %s unreadable: starting without a resume point", m->cfg->resource,
 			    path);
@@ -93,7 +107,8 @@ static int state_save(struct manager *m, uint64_t durable)
 	f = fopen(tmp, "we");
 	if (!f)
 		return -errno;
-	fprintf(f, "stream %016" PRIx64 " durable %" PRIu64 "\n", m->stream_id, durable);
+	fprintf(f, "stream %016" PRIx64 " durable %" PRIu64 " consistent %d\n", m->stream_id,
+		durable, m->consistent ? 1 : 0);
 	if (fflush(f) || fdatasync(fileno(f)))
 		r = -errno;
 	if (fclose(f) && !r)
@@ -107,6 +122,101 @@ static int state_save(struct manager *m, uint64_t durable)
 	m->state_durable = durable;
 	m->last_state_write_ms = now_ms();
 	return 0;
+}
+
+/* ---- engine sequence <-> stream sequence --------------------------------------- */
+
+struct xl_seg {
+	uint64_t lstart, wstart, n;	/* engine [lstart, +n) = stream [wstart, +n) */
+};
+
+struct sec_xlate {
+	uint64_t lnext;			/* next engine sequence */
+	uint64_t wnext;			/* next stream sequence expected */
+	uint64_t wbase;			/* stream progress below every segment */
+	bool started;			/* a record arrived on this engine */
+	uint64_t epoch;			/* of the last record, for resync blocks */
+	bool after_flush;
+	unsigned int head, len;
+	struct xl_seg seg[XL_MAX];
+};
+
+struct rs_req {
+	bool flush;			/* ResyncFlush, else HashRequest */
+	bool done;
+	uint64_t id, sector;
+	uint32_t nr_sectors, block_sectors;
+	uint64_t lpos;			/* engine sequences below this first */
+};
+
+struct sec_rs {
+	unsigned int head, len;
+	void *buf;			/* WIRE_MAX_PAYLOAD, aligned for O_DIRECT */
+	struct rs_req q[RS_QUEUE];
+};
+
+/* Stream progress for "every engine sequence below l is done". */
+static uint64_t xl_wire(const struct sec_xlate *x, uint64_t l)
+{
+	unsigned int i;
+
+	for (i = x->len; i-- > 0;) {
+		const struct xl_seg *g = &x->seg[(x->head + i) % XL_MAX];
+
+		if (g->lstart < l)
+			return g->wstart + (l - g->lstart < g->n ? l - g->lstart : g->n);
+	}
+	return x->wbase;
+}
+
+/* A stream record took engine sequence x->lnext. */
+static int xl_record(struct sec_xlate *x, uint64_t wseq)
+{
+	struct xl_seg *g = x->len ? &x->seg[(x->head + x->len - 1) % XL_MAX] : NULL;
+
+	if (g && g->lstart + g->n == x->lnext && g->wstart + g->n == wseq) {
+		g->n++;
+	} else {
+		if (x->len == XL_MAX)
+			return -ENOBUFS;
+		g = &x->seg[(x->head + x->len) % XL_MAX];
+		*g = (struct xl_seg) { .lstart = x->lnext, .wstart = wseq, .n = 1 };
+		x->len++;
+	}
+	x->lnext++;
+	x->wnext = wseq + 1;
+	return 0;
+}
+
+/* Forget segments wholly below engine sequence l (all durable). */
+static void xl_trim(struct sec_xlate *x, uint64_t l)
+{
+	while (x->len > 1) {
+		const struct xl_seg *g = &x->seg[x->head];
+
+		if (g->lstart + g->n > l)
+			break;
+		x->wbase = g->wstart + g->n;
+		x->head = (x->head + 1) % XL_MAX;
+		x->len--;
+	}
+}
+
+/* The engine's progress in the primary's stream sequence. */
+static void sec_progress(struct manager *m, struct apply_progress *p)
+{
+	struct apply_progress e;
+	struct sec_xlate *x = m->xl;
+
+	apply_progress(m->apply, &e);
+	if (!x->started) {
+		p->received = p->written = p->durable = x->wbase;
+		return;
+	}
+	p->received = x->wnext;
+	p->written = xl_wire(x, e.written);
+	p->durable = xl_wire(x, e.durable);
+	xl_trim(x, e.durable);
 }
 
 /* ---- connection output ------------------------------------------------------- */
@@ -214,7 +324,7 @@ static void secondary_persist(struct manager *m, bool force)
 
 	if (!m->apply)
 		return;
-	apply_progress(m->apply, &p);
+	sec_progress(m, &p);
 	if (p.durable <= m->state_durable)
 		return;
 	if (!force && now_ms() - m->last_state_write_ms < 100)
@@ -235,7 +345,7 @@ static void conn_send_ack(struct manager *m)
 	if (!c || !c->up || !m->apply || c->closing)
 		return;
 	secondary_persist(m, false);
-	apply_progress(m->apply, &p);
+	sec_progress(m, &p);
 	if (p.durable > m->state_durable)
 		p.durable = m->state_durable;
 	if (p.received == c->acked.received && p.written == c->acked.written &&
@@ -262,7 +372,7 @@ static int secondary_engine_stop(struct manager *m)
 	if (!m->apply)
 		return 0;
 	r = apply_drain(m->apply, (int)m->cfg->drain_timeout_ms);
-	apply_progress(m->apply, &p);
+	sec_progress(m, &p);
 	if (r < 0)
 		log_error_errno(r, "%s: writing the last records", m->cfg->resource);
 	else if (p.durable != m->state_durable)
@@ -270,6 +380,8 @@ static int secondary_engine_stop(struct manager *m)
 	ep_del(m, apply_fd(m->apply));
 	apply_free(m->apply);
 	m->apply = NULL;
+	if (m->rs)
+		m->rs->len = 0;		/* their connection is gone */
 	return r;
 }
 
@@ -282,6 +394,21 @@ static int secondary_engine_start(struct manager *m)
 	cfg.checkpoint_ms = m->cfg->checkpoint_ms;
 
 	r = apply_new(m->dev_fd, m->dev_sectors, &cfg, &m->apply);
+	if (r < 0)
+		return log_error_errno(r, "%s: write engine", m->cfg->resource);
+	if (!m->xl)
+		m->xl = malloc(sizeof(*m->xl));
+	if (!m->rs)
+		m->rs = calloc(1, sizeof(*m->rs));
+	if (!m->xl || !m->rs)
+		return log_error_errno(-ENOMEM, "%s: write engine", m->cfg->resource);
+	m->xl->lnext = m->xl->wnext = m->xl->wbase = 0;
+	m->xl->head = m->xl->len = 0;
+	m->xl->started = false;
+	m->xl->epoch = 0;
+	m->xl->after_flush = false;
+	m->rs->len = 0;
+	r = apply_set_seq(m->apply, 0);
 	if (r < 0)
 		return log_error_errno(r, "%s: write engine", m->cfg->resource);
 	r = ep_add(m, apply_fd(m->apply), EPOLLIN, &m->ev_apply);
@@ -389,6 +516,7 @@ static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hell
 		hello.device_sectors = m->dev_sectors;
 		hello.stream_id = m->stream_id;
 		hello.resume_seq = m->stream_id ? m->state_durable : 0;
+		hello.consistent = m->consistent;
 		n = b ? wire_encode_hello(b, 256, &hello) : -ENOSPC;
 	}
 	if (n < 0) {
@@ -412,14 +540,32 @@ static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hell
 	conn_flush(c);
 }
 
+/* The copy is no longer (or again) consistent: on disk before we go on. */
+static int sec_set_consistent(struct manager *m, bool consistent)
+{
+	int r;
+
+	if (m->consistent == consistent)
+		return 0;
+	m->consistent = consistent;
+	r = state_save(m, m->state_durable);
+	if (r < 0)
+		return log_error_errno(r, "%s: saving the consistency flag", m->cfg->resource);
+	log_info("%s: this copy is %s", m->cfg->resource,
+		 consistent ? "consistent (UpToDate)" : "Inconsistent until a resync completes");
+	return 0;
+}
+
 static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *msg)
 {
 	const Dmrepl__V1__Data *d = msg->frame->data;
+	struct sec_xlate *x = m->xl;
+	bool resync = d->op == WIRE_OP_RESYNC;
 	struct apply_rec rec = {
-		.seq = d->seq,
+		.seq = x->lnext,
 		.sector = d->sector,
 		.nr_sectors = d->nr_sectors,
-		.op = (uint16_t)d->op,
+		.op = resync ? DM_REPL_OP_WRITE : (uint16_t)d->op,
 		.flags = (uint16_t)d->flags,
 		.epoch = d->epoch,
 	};
@@ -428,22 +574,50 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 	struct apply_buf *buf = msg->payload ? c->pending : NULL;
 
 	c->pending = NULL;
-	if (c->first_data) {
-		/* the primary chose where the stream resumes */
-		r = apply_set_seq(m->apply, d->seq);
-		c->first_data = false;
-		if (r < 0) {
-			apply_buf_put(m->apply, buf);
-			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
-					"cannot start the stream there");
-			return;
-		}
-	}
 	if (wire_check_extent(d, m->dev_sectors) < 0) {
 		apply_buf_put(m->apply, buf);
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 				"record beyond the end of the device");
 		return;
+	}
+	if (resync) {
+		/* between the records, in their epoch */
+		rec.epoch = x->epoch + (x->after_flush ? 1 : 0);
+		x->epoch = rec.epoch;
+		x->after_flush = false;
+		m->rs_blocks++;
+		m->rs_bytes += d->payload_len;
+	} else {
+		if (x->started && d->seq != x->wnext) {
+			apply_buf_put(m->apply, buf);
+			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
+					"record out of sequence");
+			return;
+		}
+		if (!x->started) {
+			/* the primary chose where the stream resumes */
+			x->started = true;
+			x->wbase = d->seq;
+		}
+		if (xl_record(x, d->seq) < 0) {
+			apply_buf_put(m->apply, buf);
+			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
+					"too many resync blocks between records");
+			return;
+		}
+		x->lnext--;	/* taken below */
+		x->epoch = d->epoch;
+		x->after_flush = d->op == DM_REPL_OP_FLUSH;
+		if (d->op == DM_REPL_OP_GAP && m->consistent) {
+			log_warning("%s: the primary's ring overflowed (GAP at record %" PRIu64
+				    "): this copy has a hole", m->cfg->resource, d->seq);
+			if (sec_set_consistent(m, false) < 0) {
+				apply_buf_put(m->apply, buf);
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+						"cannot save the state");
+				return;
+			}
+		}
 	}
 	/* the engine takes the buffer, whatever it answers */
 	r = apply_submit(m->apply, &rec, buf);
@@ -452,6 +626,94 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 				r == -EINVAL ? "record out of sequence or malformed" :
 				"cannot queue the record");
 		return;
+	}
+	x->lnext++;
+}
+
+/* ---- resync requests ----------------------------------------------------------- */
+
+static void rs_queue(struct manager *m, struct conn *c, const struct rs_req *req)
+{
+	struct sec_rs *rs = m->rs;
+
+	if (rs->len == RS_QUEUE) {
+		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
+				"too many resync requests outstanding");
+		return;
+	}
+	rs->q[(rs->head + rs->len) % RS_QUEUE] = *req;
+	rs->q[(rs->head + rs->len) % RS_QUEUE].lpos = m->xl->lnext;
+	rs->len++;
+}
+
+/* Answer the requests whose turn has come (everything before them written). */
+static void rs_run(struct manager *m)
+{
+	struct sec_rs *rs = m->rs;
+	struct conn *c = m->conn;
+	struct apply_progress e;
+	uint64_t hash[WIRE_MAX_HASHES];
+	uint8_t *b;
+	ssize_t n;
+	int r;
+
+	if (!rs || !m->apply || !c || !c->up || c->closing)
+		return;
+	while (rs->len) {
+		struct rs_req *q = &rs->q[rs->head];
+
+		apply_progress(m->apply, &e);
+		if (e.written < q->lpos)
+			return;
+		b = conn_out_space(c, 2400);
+		if (!b)
+			return;		/* after the output drained */
+		if (q->flush) {
+			if (fdatasync(m->dev_fd) < 0) {
+				log_error_errno(-errno, "%s: flushing %s", m->cfg->resource,
+						m->cfg->device);
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+						"cannot flush the device");
+				return;
+			}
+			if (q->done && sec_set_consistent(m, true) < 0) {
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+						"cannot save the state");
+				return;
+			}
+			n = wire_encode_resync_flushed(b, 2400, q->id);
+		} else {
+			size_t len = (size_t)q->nr_sectors * 512, bs = (size_t)q->block_sectors * 512;
+			size_t i;
+
+			if (!rs->buf && posix_memalign(&rs->buf, 4096, WIRE_MAX_PAYLOAD)) {
+				rs->buf = NULL;
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO, "out of memory");
+				return;
+			}
+			r = (int)pread(m->dev_fd, rs->buf, len, (off_t)(q->sector * 512));
+			if (r != (int)len) {
+				log_error_errno(r < 0 ? -errno : -EIO, "%s: reading %s for a hash",
+						m->cfg->resource, m->cfg->device);
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+						"cannot read the device");
+				return;
+			}
+			for (i = 0; i < len / bs; i++)
+				hash[i] = XXH3_64bits((const uint8_t *)rs->buf + i * bs, bs);
+			n = wire_encode_hash_reply(b, 2400, q->id, hash, len / bs);
+			m->hash_requests++;
+		}
+		if (n < 0) {
+			conn_close(m, "cannot encode a resync reply");
+			return;
+		}
+		c->out_len += (size_t)n;
+		rs->head = (rs->head + 1) % RS_QUEUE;
+		rs->len--;
+		conn_flush(c);
+		if (m->conn != c)
+			return;
 	}
 }
 
@@ -526,6 +788,46 @@ static void conn_read(struct manager *m)
 			break;
 		case DMREPL__V1__FRAME__MSG_KEEPALIVE:
 			break;
+		case DMREPL__V1__FRAME__MSG_RESYNC_BEGIN:
+			if (!c->up || !m->apply) {
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
+						"ResyncBegin before Hello");
+				break;
+			}
+			log_info("%s: %s resync from %s begins", m->cfg->resource,
+				 msg.frame->resync_begin->full ? "full" : "bitmap", c->node);
+			if (sec_set_consistent(m, false) < 0)
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+						"cannot save the state");
+			break;
+		case DMREPL__V1__FRAME__MSG_HASH_REQUEST:
+		case DMREPL__V1__FRAME__MSG_RESYNC_FLUSH:
+			if (!c->up || !m->apply) {
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
+						"resync request before Hello");
+				break;
+			}
+			if (msg.frame->msg_case == DMREPL__V1__FRAME__MSG_HASH_REQUEST) {
+				const Dmrepl__V1__HashRequest *h = msg.frame->hash_request;
+
+				if (h->sector > m->dev_sectors ||
+				    h->nr_sectors > m->dev_sectors - h->sector) {
+					conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
+							"HashRequest beyond the end of the device");
+					break;
+				}
+				rs_queue(m, c, &(struct rs_req) {
+					.id = h->id, .sector = h->sector,
+					.nr_sectors = h->nr_sectors,
+					.block_sectors = h->block_sectors,
+				});
+			} else {
+				rs_queue(m, c, &(struct rs_req) {
+					.flush = true, .id = msg.frame->resync_flush->id,
+					.done = msg.frame->resync_flush->done,
+				});
+			}
+			break;
 		case DMREPL__V1__FRAME__MSG_ERROR:
 			log_warning("%s: primary reported error %d: %s", m->cfg->resource,
 				    msg.frame->error->code, msg.frame->error->reason);
@@ -543,6 +845,7 @@ static void conn_read(struct manager *m)
 			conn_send_error(m->conn, DMREPL__V1__ERROR__CODE__CODE_IO,
 					"write to the device failed");
 	}
+	rs_run(m);
 	conn_send_ack(m);
 }
 
@@ -552,8 +855,11 @@ void secondary_conn_event(struct manager *m, uint32_t events)
 
 	if (!c)
 		return;
-	if (events & EPOLLOUT)
+	if (events & EPOLLOUT) {
 		conn_flush(c);
+		if (m->conn == c)
+			rs_run(m);
+	}
 	if (m->conn == c && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
 		conn_read(m);
 }
@@ -578,6 +884,7 @@ void secondary_apply_event(struct manager *m)
 		conn_arm(c);
 		conn_read(m);
 	} else {
+		rs_run(m);
 		conn_send_ack(m);
 	}
 }
@@ -630,6 +937,7 @@ void secondary_tick(struct manager *m)
 			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 					"write to the device failed");
 		secondary_persist(m, true);
+		rs_run(m);
 	}
 	c = m->conn;
 	if (c) {
@@ -731,8 +1039,13 @@ void secondary_status(struct manager *m, struct json_object *o)
 	struct apply_progress p = { 0 };
 
 	if (m->apply)
-		apply_progress(m->apply, &p);
+		sec_progress(m, &p);
 	json_object_object_add(o, "device", json_object_new_string(m->cfg->device));
+	json_object_object_add(o, "disk", json_object_new_string(m->consistent ? "UpToDate" :
+								     "Inconsistent"));
+	json_object_object_add(o, "resync_blocks", json_object_new_uint64(m->rs_blocks));
+	json_object_object_add(o, "resync_bytes", json_object_new_uint64(m->rs_bytes));
+	json_object_object_add(o, "hash_requests", json_object_new_uint64(m->hash_requests));
 	json_object_object_add(o, "device_sectors", json_object_new_uint64(m->dev_sectors));
 	json_object_object_add(po, "name", json_object_new_string(m->primary_node[0] ?
 								   m->primary_node : "-"));
@@ -761,4 +1074,10 @@ void secondary_free(struct manager *m)
 	if (m->dev_fd >= 0)
 		close(m->dev_fd);
 	m->dev_fd = -1;
+	if (m->rs)
+		free(m->rs->buf);
+	free(m->rs);
+	m->rs = NULL;
+	free(m->xl);
+	m->xl = NULL;
 }

@@ -238,10 +238,12 @@ static int hash_request_check(const Dmrepl__V1__HashRequest *h, char *reason, si
 		return fail(reason, rlen, -EPROTO,
 			    "HashRequest block_sectors %" PRIu32 " is not a power of 2 in 8..%u",
 			    b, WIRE_MAX_SECTORS_PER_REC);
-	if (!h->nr_sectors || h->nr_sectors % b || h->nr_sectors / b > WIRE_MAX_HASHES)
+	if (!h->nr_sectors || h->nr_sectors % b || h->nr_sectors / b > WIRE_MAX_HASHES ||
+	    h->nr_sectors > WIRE_MAX_SECTORS_PER_REC)
 		return fail(reason, rlen, -EPROTO,
-			    "HashRequest of %" PRIu32 " sectors is not 1..%u blocks of %" PRIu32,
-			    h->nr_sectors, WIRE_MAX_HASHES, b);
+			    "HashRequest of %" PRIu32 " sectors is not 1..%u blocks of %" PRIu32
+			    " and at most %u sectors",
+			    h->nr_sectors, WIRE_MAX_HASHES, b, WIRE_MAX_SECTORS_PER_REC);
 	if (h->sector > WIRE_MAX_DEV_SECTORS - h->nr_sectors)
 		return fail(reason, rlen, -EPROTO,
 			    "HashRequest extent %" PRIu64 "+%" PRIu32 " overflows",
