@@ -145,7 +145,8 @@ static const char *const root_keys[] = {
 	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
 	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
-	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", NULL,
+	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
+	"initial-sync", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -361,6 +362,21 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	else
 		return cfg_fail(x, config_setting_get_member(root, "on-peer-loss"),
 				"on-peer-loss '%s': expected degrade or block", loss);
+	{
+		const config_setting_t *b = config_setting_get_member(root, "resync-checksums");
+		char init[16] = "full";
+
+		if (b && config_setting_type(b) != CONFIG_TYPE_BOOL)
+			return cfg_fail(x, b, "resync-checksums: expected true or false");
+		c->resync_checksums = b && config_setting_get_bool(b);
+		if ((r = cfg_string(x, root, "initial-sync", false, init, sizeof(init))) < 0)
+			return r;
+		if (!strcmp(init, "skip"))
+			c->skip_initial_sync = true;
+		else if (strcmp(init, "full"))
+			return cfg_fail(x, config_setting_get_member(root, "initial-sync"),
+					"initial-sync '%s': expected full or skip", init);
+	}
 	return cfg_peers(x, root, c);
 }
 

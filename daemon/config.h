@@ -64,6 +64,8 @@ struct config {
 	unsigned int reconnect_min_ms;
 	unsigned int reconnect_max_ms;
 	unsigned int checkpoint_ms;
+	bool resync_checksums;		/* hashes first, payload only where they differ */
+	bool skip_initial_sync;		/* initial-sync = "skip" */
 	unsigned int drain_timeout_ms;
 	unsigned int nr_peers;
 	struct config_peer *peers;

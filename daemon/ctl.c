@@ -6,6 +6,7 @@
  *   {"cmd":"status"}
  *   {"cmd":"set-mode","peer":"beta","mode":"sync"}
  *   {"cmd":"connect","peer":"beta"}      {"cmd":"disconnect","peer":"beta"}
+ *   {"cmd":"resync","peer":"beta","full":false}   {"cmd":"verify","peer":"beta"}
  *
  * Replies: {"ok":true, ...} or {"ok":false,"error":"..."}.  A client that
  * does not send its request within a second is dropped; requests are
@@ -129,7 +130,8 @@ static struct json_object *ctl_handle(struct manager *m, struct json_object *req
 		return ctl_error("request without \"cmd\"");
 	if (!strcmp(cmd, "status"))
 		return manager_status_json(m);
-	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect")) {
+	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect") ||
+	    !strcmp(cmd, "resync") || !strcmp(cmd, "verify")) {
 		if (m->cfg->role != ROLE_PRIMARY)
 			return ctl_error("this node is a secondary: peers are managed on the primary");
 		if (!peer)
@@ -140,6 +142,13 @@ static struct json_object *ctl_handle(struct manager *m, struct json_object *req
 			if (!mode)
 				return ctl_error("missing \"mode\"");
 			r = primary_set_mode(m, peer, mode, err, sizeof(err));
+		} else if (!strcmp(cmd, "resync") || !strcmp(cmd, "verify")) {
+			struct json_object *f;
+			bool full = json_object_object_get_ex(req, "full", &f) &&
+				    json_object_get_boolean(f);
+
+			r = primary_resync(m, peer, !strcmp(cmd, "verify") ? RS_VERIFY :
+					   full ? RS_FULL : RS_BITMAP, err, sizeof(err));
 		} else {
 			r = primary_connect(m, peer, !strcmp(cmd, "connect"), err, sizeof(err));
 		}

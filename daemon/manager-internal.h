@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include <json-c/json.h>
+#include <libaio.h>
 
 #include "config.h"
 #include "manager.h"
@@ -26,7 +27,16 @@ enum ev_kind {
 	EV_LISTEN,
 	EV_CONN,
 	EV_APPLY,
+	EV_RESYNC,
 };
+
+enum rs_kind {
+	RS_BITMAP,		/* the regions of the target's dirty bitmap */
+	RS_FULL,		/* every region */
+	RS_VERIFY,		/* compare hashes of every region, send nothing */
+};
+
+struct resync;
 
 struct ev {
 	enum ev_kind kind;
@@ -84,6 +94,15 @@ struct peer {
 
 	uint64_t records_sent, bytes_sent, connects;
 	char last_error[160];
+
+	/* resync (resync.c) */
+	struct resync *rs;		/* the pass running, or NULL */
+	bool need_full;			/* its copy is unknown: every region */
+	bool rs_again;			/* start another bitmap pass after this */
+	bool verify_requested;
+	uint64_t pending_consistent_id;	/* initial sync skipped: flush id */
+	uint64_t resyncs_done, last_resync_bytes;
+	uint64_t verifies_done, last_verify_mismatches;
 };
 
 struct conn;	/* secondary: a connection from a primary (secondary.c) */
@@ -121,6 +140,14 @@ struct manager {
 	uint32_t kernel_state;
 	uint32_t kernel_state_seq;
 	uint64_t gaps;
+	uint64_t marked_upto;		/* records below: regions marked for
+					 * peers that stopped holding the ring */
+	uint64_t last_marked_region;
+	/* resync reads (resync.c) */
+	bool rs_ctx_ok;
+	io_context_t rs_ctx;
+	int rs_dev_fd, rs_efd;
+	struct ev ev_resync;
 
 	/* secondary */
 	int dev_fd;
@@ -160,7 +187,25 @@ void primary_status(struct manager *m, struct json_object *o);
 int primary_reload(struct manager *m, struct config *ncfg);
 int primary_set_mode(struct manager *m, const char *peer, const char *mode, char *err, size_t len);
 int primary_connect(struct manager *m, const char *peer, bool up, char *err, size_t len);
+int primary_resync(struct manager *m, const char *peer, enum rs_kind kind, char *err, size_t len);
 void primary_free(struct manager *m);
+
+/* primary.c, for resync.c */
+int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len);
+void peer_flush(struct peer *p);
+void peer_close(struct peer *p, const char *why);
+
+/* resync.c */
+int resync_open(struct manager *m);
+void resync_close(struct manager *m);
+int resync_start(struct peer *p, enum rs_kind kind);
+void resync_stop(struct peer *p, const char *why);
+void resync_pump(struct manager *m);
+void resync_event(struct manager *m);
+void resync_taint(struct peer *p, uint64_t sector, uint32_t nr);
+void resync_hash_reply(struct peer *p, const Dmrepl__V1__HashReply *h);
+void resync_flushed(struct peer *p, uint64_t id);
+void resync_status(const struct peer *p, struct json_object *o);
 
 /* secondary.c */
 int secondary_start(struct manager *m);

@@ -78,6 +78,8 @@ int manager_new(struct config *cfg, struct manager **ret)
 		return -ENOMEM;
 	m->cfg = cfg;
 	m->epfd = m->sigfd = m->timerfd = m->ctl_fd = m->dev_fd = -1;
+	m->rs_dev_fd = m->rs_efd = -1;
+	m->last_marked_region = UINT64_MAX;
 	m->ev_signal.kind = EV_SIGNAL;
 	m->ev_timer.kind = EV_TIMER;
 	m->ev_ring.kind = EV_RING;
@@ -302,6 +304,9 @@ int manager_run(struct manager *m)
 				break;
 			case EV_APPLY:
 				secondary_apply_event(m);
+				break;
+			case EV_RESYNC:
+				resync_event(m);
 				break;
 			}
 		}

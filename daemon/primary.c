@@ -122,6 +122,45 @@ static unsigned int ring_fill_pct(struct manager *m)
 	return (unsigned int)(bytes * 100 / ri.data_size > s ? bytes * 100 / ri.data_size : s);
 }
 
+/*
+ * Records about to be released that a peer which stopped holding the ring
+ * never got: their regions go into the target's bitmap first, so that
+ * peer's bitmap resync covers them.
+ */
+static void primary_mark_released(struct manager *m, uint64_t release)
+{
+	uint64_t s = m->released > m->marked_upto ? m->released : m->marked_upto;
+	unsigned int i;
+	bool needed = false;
+	struct ring_info ri;
+
+	for (i = 0; i < m->nr_peers; i++)
+		needed |= !m->peers[i]->holds_ring && !m->peers[i]->removed;
+	if (!needed || !ring_can_resync(m->ring)) {
+		m->marked_upto = release;
+		return;
+	}
+	ring_get_info(m->ring, &ri);
+	for (; s < release; s++) {
+		const struct dm_repl_rec *rec = ring_rec(m->ring, s);
+		unsigned int shift = ri.region_shift - 9;
+		uint64_t first, last;
+
+		if (!rec || !rec->nr_sectors || rec->sector >= ri.dev_sectors ||
+		    rec->nr_sectors > ri.dev_sectors - rec->sector)
+			continue;
+		first = rec->sector >> shift;
+		last = (rec->sector + rec->nr_sectors - 1) >> shift;
+		if (first == m->last_marked_region && last == first)
+			continue;	/* a run of writes to one region: once */
+		m->last_marked_region = last;
+		if (ring_mark_dirty(m->ring, first, last - first + 1) < 0)
+			log_warning("%s: cannot mark regions %" PRIu64 "..%" PRIu64 " dirty",
+				    m->cfg->resource, first, last);
+	}
+	m->marked_upto = release;
+}
+
 /* Publish release and ack to the kernel when they moved. */
 static void primary_update_ring(struct manager *m)
 {
@@ -151,6 +190,8 @@ static void primary_update_ring(struct manager *m)
 		ack = m->acked;
 	if (release == m->released && ack == m->acked)
 		return;
+	if (release > m->released)
+		primary_mark_released(m, release);
 	r = ring_update(m->ring, release, ack);
 	if (r < 0) {
 		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
@@ -171,7 +212,7 @@ static void *peer_no_payload(void *ctx, const Dmrepl__V1__Data *d)
 	return NULL;
 }
 
-static void peer_close(struct peer *p, const char *why)
+void peer_close(struct peer *p, const char *why)
 {
 	struct manager *m = p->m;
 
@@ -182,6 +223,8 @@ static void peer_close(struct peer *p, const char *why)
 	}
 	if (p->conn != PEER_DOWN && why)
 		log_warning("%s: peer %s: connection lost: %s", m->cfg->resource, p->cfg.name, why);
+	resync_stop(p, p->rs ? "connection lost" : NULL);
+	p->pending_consistent_id = 0;
 	if (why)
 		snprintf(p->last_error, sizeof(p->last_error), "%s", why);
 	p->conn = PEER_DOWN;
@@ -198,7 +241,7 @@ static void peer_close(struct peer *p, const char *why)
 			m->cfg->reconnect_max_ms : p->backoff_ms * 2;
 }
 
-static int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len)
+int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len)
 {
 	struct sendq_entry *e;
 
@@ -301,20 +344,38 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 	if (h->device_sectors < ri.dev_sectors)
 		return -ENOSPC;
 
+	p->need_full = false;
 	if (h->stream_id == ri.ring_id && h->resume_seq >= tail && h->resume_seq <= ri.prod_seq) {
+		/* the stream resumes; a copy with a hole (GAP) catches up with
+		 * the bitmap */
 		resume = h->resume_seq;
-	} else if (h->stream_id == 0 && tail == 0 && !p->ever_connected) {
-		/* a new secondary, and the ring holds every write since the
-		 * device was created */
+		if (!h->consistent)
+			p->inconsistent = true;
+	} else if (h->consistent) {
+		/* a consistent copy of an earlier stream of ours: what it may
+		 * lack is in the bitmap (unclean restart, records released
+		 * without it) */
+		log_warning("%s: peer %s: its copy (stream %016" PRIx64 " up to %" PRIu64
+			    ") cannot be resumed from this ring (stream %016" PRIx64
+			    ", records %" PRIu64 "..%" PRIu64 "): bitmap resync",
+			    m->cfg->resource, p->cfg.name, h->stream_id, h->resume_seq,
+			    ri.ring_id, tail, ri.prod_seq);
+		p->inconsistent = true;
+		resume = tail;
+	} else if (h->stream_id == 0 && m->cfg->skip_initial_sync && tail == 0) {
+		/* a new secondary, the administrator says both devices were
+		 * equal (zeroed) when the target was created, and the ring
+		 * holds every write since: no initial sync; it records
+		 * itself consistent on our ResyncFlush */
+		p->inconsistent = false;
+		p->pending_consistent_id = UINT64_MAX - 1;
 		resume = 0;
 	} else {
-		if (!p->inconsistent)
-			log_warning("%s: peer %s: its copy (stream %016" PRIx64 " up to %" PRIu64
-				    ") cannot be resumed from this ring (stream %016" PRIx64
-				    ", records %" PRIu64 "..%" PRIu64 "): it needs a resync",
-				    m->cfg->resource, p->cfg.name, h->stream_id, h->resume_seq,
-				    ri.ring_id, tail, ri.prod_seq);
+		log_warning("%s: peer %s: its copy is not consistent%s: full sync",
+			    m->cfg->resource, p->cfg.name,
+			    h->stream_id ? " (an interrupted resync)" : " (a new secondary)");
 		p->inconsistent = true;
+		p->need_full = true;
 		resume = tail;
 	}
 	p->cursor = resume;
@@ -328,6 +389,13 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 	log_info("%s: peer %s connected (%s), resuming at record %" PRIu64 "%s", m->cfg->resource,
 		 p->cfg.name, peer_mode_name(p->mode), resume,
 		 p->inconsistent ? " (inconsistent)" : "");
+	if (p->pending_consistent_id) {
+		uint8_t buf[64];
+		ssize_t k = wire_encode_resync_flush(buf, sizeof(buf), p->pending_consistent_id, true);
+
+		if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0)
+			return -ENOBUFS;
+	}
 	return 0;
 }
 
@@ -391,6 +459,18 @@ static void peer_read(struct peer *p)
 			break;
 		case DMREPL__V1__FRAME__MSG_KEEPALIVE:
 			break;
+		case DMREPL__V1__FRAME__MSG_HASH_REPLY:
+			if (p->conn != PEER_UP)
+				peer_close(p, "HashReply before the handshake");
+			else
+				resync_hash_reply(p, f->hash_reply);
+			break;
+		case DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED:
+			if (p->conn != PEER_UP)
+				peer_close(p, "ResyncFlushed before the handshake");
+			else
+				resync_flushed(p, f->resync_flushed->id);
+			break;
 		case DMREPL__V1__FRAME__MSG_ERROR: {
 			char why[200];
 
@@ -430,12 +510,17 @@ static void peer_fill(struct peer *p, uint64_t prod)
 			peer_close(p, "ring record unreadable");
 			return;
 		}
-		if (rec->op == DM_REPL_OP_GAP && !p->inconsistent) {
+		if (rec->op == DM_REPL_OP_GAP) {
 			/* the kernel stopped logging for a while: a hole */
-			log_warning("%s: peer %s: the ring overflowed (GAP at record %" PRIu64
-				    "): it needs a resync", m->cfg->resource, p->cfg.name,
-				    p->cursor);
+			if (!p->inconsistent)
+				log_warning("%s: peer %s: the ring overflowed (GAP at record %" PRIu64
+					    "): it needs a resync", m->cfg->resource, p->cfg.name,
+					    p->cursor);
 			p->inconsistent = true;
+			if (p->rs)
+				p->rs_again = true;	/* new regions in the bitmap */
+		} else if (p->rs && rec->nr_sectors) {
+			resync_taint(p, rec->sector, rec->nr_sectors);
 		}
 		/* a GAP travels too: sequence numbers stay contiguous */
 		e = &p->sq[p->sq_tail % SENDQ_LEN];
@@ -453,7 +538,7 @@ static void peer_fill(struct peer *p, uint64_t prod)
 	}
 }
 
-static void peer_flush(struct peer *p)
+void peer_flush(struct peer *p)
 {
 	struct iovec iov[BATCH_IOV];
 	unsigned int i, n;
@@ -528,6 +613,7 @@ static void primary_pump(struct manager *m)
 		} while (p->conn == PEER_UP && !p->want_out && p->cursor < prod);
 	}
 	ring_mark_read(m->ring, prod);
+	resync_pump(m);
 }
 
 /*
@@ -829,6 +915,7 @@ void primary_free(struct manager *m)
 {
 	unsigned int i;
 
+	resync_close(m);
 	for (i = 0; i < m->nr_peers; i++)
 		peer_free(m->peers[i]);
 	free(m->peers);
@@ -910,6 +997,41 @@ int primary_connect(struct manager *m, const char *peer, bool up, char *err, siz
 	}
 	primary_update_kernel_mode(m);
 	primary_update_ring(m);
+	return 0;
+}
+
+/* replctl resync / verify: start a pass now (the peer must be connected). */
+int primary_resync(struct manager *m, const char *peer, enum rs_kind kind, char *err, size_t len)
+{
+	struct peer *p = primary_find(m, peer);
+	int r;
+
+	if (!p) {
+		snprintf(err, len, "no peer '%s' in resource %s", peer, m->cfg->resource);
+		return -ENOENT;
+	}
+	if (p->conn != PEER_UP) {
+		snprintf(err, len, "peer %s is not connected", peer);
+		return -ENOTCONN;
+	}
+	if (!ring_can_resync(m->ring)) {
+		snprintf(err, len, "the loaded dm-repl module cannot resync (no DM_REPL_FEAT_RESYNC)");
+		return -EOPNOTSUPP;
+	}
+	if (p->rs) {
+		snprintf(err, len, "peer %s: a resync or verify is already running", peer);
+		return -EBUSY;
+	}
+	if (kind == RS_FULL)
+		p->need_full = true;
+	if (kind != RS_VERIFY)
+		p->inconsistent = true;
+	r = resync_start(p, kind);
+	if (r < 0) {
+		snprintf(err, len, "peer %s: cannot start: %s", peer, strerror(-r));
+		return r;
+	}
+	resync_pump(m);
 	return 0;
 }
 
@@ -1022,6 +1144,15 @@ void primary_status(struct manager *m, struct json_object *o)
 			p->inconsistent ? "Inconsistent" :
 			p->conn != PEER_UP ? "Off" :
 			p->received >= ri.prod_seq ? "Established" : "Catching-up"));
+		json_object_object_add(po, "disk", json_object_new_string(
+			p->inconsistent ? "Inconsistent" : "UpToDate"));
+		resync_status(p, po);
+		json_object_object_add(po, "resyncs_done", json_object_new_uint64(p->resyncs_done));
+		json_object_object_add(po, "last_resync_bytes",
+				       json_object_new_uint64(p->last_resync_bytes));
+		json_object_object_add(po, "verifies_done", json_object_new_uint64(p->verifies_done));
+		json_object_object_add(po, "last_verify_mismatches",
+				       json_object_new_uint64(p->last_verify_mismatches));
 		json_object_object_add(po, "sent", json_object_new_uint64(p->cursor));
 		json_object_object_add(po, "received", json_object_new_uint64(p->received));
 		json_object_object_add(po, "written", json_object_new_uint64(p->written));

@@ -468,6 +468,11 @@ int ring_clear_dirty(struct ring *r, uint64_t first, uint64_t count, uint64_t ge
 	return ring_regions(r, DM_REPL_IOC_CLEAR_DIRTY, first, count, gen);
 }
 
+bool ring_can_resync(const struct ring *r)
+{
+	return r->memory || (r->features & DM_REPL_FEAT_RESYNC);
+}
+
 uint64_t ring_local_seq(const struct ring *r)
 {
 	/* memory rings: the producer writes its device before it logs */

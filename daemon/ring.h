@@ -168,6 +168,9 @@ int ring_get_dirty(struct ring *r, void *buf, size_t len,
 int ring_mark_dirty(struct ring *r, uint64_t first, uint64_t count);
 int ring_clear_dirty(struct ring *r, uint64_t first, uint64_t count, uint64_t gen);
 
+/* The calls above and ring_local_seq() work on this ring. */
+bool ring_can_resync(const struct ring *r);
+
 /* Every record below this has completed its local write (acquire). */
 uint64_t ring_local_seq(const struct ring *r);
 
