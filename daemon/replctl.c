@@ -41,6 +41,8 @@ static void usage(FILE *f)
 	      "  set-mode <resource> <peer> <mode>      async, semi-sync or sync, live\n"
 	      "  connect <resource> <peer>              (re)connect a peer\n"
 	      "  disconnect <resource> <peer>           stop replicating to a peer\n"
+	      "  resync <resource> <peer> [--full] [--wait]  bitmap (or full) resync now\n"
+	      "  verify <resource> <peer> [--wait]      compare by hashes, mark differences\n"
 	      "  create-md <resource> [--force]         write metadata to the resource's meta-device\n"
 	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--force]\n"
 	      "  dump-md <resource> | --meta DEV        show a metadata device\n"
@@ -196,6 +198,21 @@ static void print_status(struct json_object *o)
 			       " written:%" PRIu64 " durable:%" PRIu64 "\n",
 			       ju64(p, "lag_records"), a, ju64(p, "sent"), ju64(p, "received"),
 			       ju64(p, "written"), ju64(p, "durable"));
+			printf("    disk:%s", jstr(p, "disk"));
+			if (json_object_object_get_ex(p, "resync", &t)) {
+				char c[32];
+				int64_t eta = json_object_get_int64(json_object_object_get(t, "eta_s"));
+
+				human_bytes(ju64(t, "done_bytes"), a, sizeof(a));
+				human_bytes(ju64(t, "total_bytes"), b, sizeof(b));
+				human_bytes(ju64(t, "rate_bytes_per_s"), c, sizeof(c));
+				printf(" %s:%.1f%% (%s of %s) %s/s", jstr(t, "kind"),
+				       json_object_get_double(json_object_object_get(t, "percent")),
+				       a, b, c);
+				if (eta >= 0)
+					printf(" eta:%" PRId64 "s", eta);
+			}
+			printf("\n");
 			if (*jstr(p, "last_error") && strcmp(jstr(p, "connection"), "Connected"))
 				printf("    last error: %s\n", jstr(p, "last_error"));
 		}
@@ -330,6 +347,141 @@ static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const cha
 		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
 	json_object_put(reply);
 	return 0;
+}
+
+/* The peer's entry in a status reply, or NULL. */
+static struct json_object *status_peer(struct json_object *st, const char *peer)
+{
+	struct json_object *peers;
+	size_t i;
+
+	if (!json_object_object_get_ex(st, "peers", &peers))
+		return NULL;
+	for (i = 0; i < json_object_array_length(peers); i++) {
+		struct json_object *p = json_object_array_get_idx(peers, i);
+
+		if (!strcmp(jstr(p, "name"), peer))
+			return p;
+	}
+	return NULL;
+}
+
+/*
+ * Follow a resync or verify until it ends: a progress bar on a terminal,
+ * a line every 5 s otherwise.  Fails when the peer disconnects or the
+ * pass stops before its end.
+ */
+static int wait_resync(const char *res, const char *peer, const char *sock, bool verify,
+		       uint64_t done_before)
+{
+	bool tty = isatty(STDERR_FILENO);
+	uint64_t last_line = 0, t = 0;
+
+	for (;; t += 500) {
+		struct json_object *req = json_object_new_object(), *reply = NULL, *p, *r;
+		int rc;
+
+		json_object_object_add(req, "cmd", json_object_new_string("status"));
+		rc = ctl_call(res, sock, req, &reply);
+		json_object_put(req);
+		if (rc < 0)
+			return rc;
+		p = status_peer(reply, peer);
+		if (!p || strcmp(jstr(p, "connection"), "Connected")) {
+			fprintf(stderr, "%sreplctl: %s: peer %s disconnected\n", tty ? "\n" : "",
+				res, peer);
+			json_object_put(reply);
+			return -ENOTCONN;
+		}
+		if (!json_object_object_get_ex(p, "resync", &r)) {
+			uint64_t n = ju64(p, verify ? "verifies_done" : "resyncs_done");
+
+			if (tty)
+				fputs("\n", stderr);
+			if (n <= done_before) {
+				fprintf(stderr, "replctl: %s: peer %s: the %s stopped before its end (see repld's log)\n",
+					res, peer, verify ? "verify" : "resync");
+				json_object_put(reply);
+				return -EIO;
+			}
+			if (verify)
+				printf("%s: peer %s: verify done, %" PRIu64 " regions differ%s\n", res, peer,
+				       ju64(p, "last_verify_mismatches"),
+				       ju64(p, "last_verify_mismatches") ? " (a resync follows)" : "");
+			else
+				printf("%s: peer %s: resync done, disk:%s\n", res, peer,
+				       jstr(p, "disk"));
+			json_object_put(reply);
+			return 0;
+		}
+		{
+			double pct = json_object_get_double(json_object_object_get(r, "percent"));
+			int64_t eta = json_object_get_int64(json_object_object_get(r, "eta_s"));
+			char a[32], b[32], c[32], bar[41];
+			int i, fill = (int)(pct * 40 / 100);
+
+			human_bytes(ju64(r, "done_bytes"), a, sizeof(a));
+			human_bytes(ju64(r, "total_bytes"), b, sizeof(b));
+			human_bytes(ju64(r, "rate_bytes_per_s"), c, sizeof(c));
+			for (i = 0; i < 40; i++)
+				bar[i] = i < fill ? '#' : '.';
+			bar[40] = '\0';
+			if (tty)
+				fprintf(stderr, "\r%s %s [%s] %5.1f%% %s/%s %s/s eta %" PRId64 "s   ",
+					peer, jstr(r, "kind"), bar, pct, a, b, c, eta < 0 ? 0 : eta);
+			else if (t - last_line >= 5000 || !t) {
+				fprintf(stderr, "%s %s %.1f%% %s of %s, %s/s, eta %" PRId64 " s\n", peer,
+					jstr(r, "kind"), pct, a, b, c, eta < 0 ? 0 : eta);
+				last_line = t;
+			}
+		}
+		json_object_put(reply);
+		usleep(500 * 1000);
+	}
+}
+
+static int cmd_resync(const char *cmd, int argc, char **argv, bool json, const char *sock)
+{
+	struct json_object *req, *reply = NULL, *p;
+	bool verify = !strcmp(cmd, "verify"), full = false, wait = false;
+	const char *pos[2];
+	int i, n = 0, r;
+	uint64_t before;
+
+	for (i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--full") && !verify)
+			full = true;
+		else if (!strcmp(argv[i], "--wait"))
+			wait = true;
+		else if (argv[i][0] != '-' && n < 2)
+			pos[n++] = argv[i];
+		else
+			n = 3;
+	}
+	if (n != 2) {
+		fprintf(stderr, "replctl: usage: replctl %s <resource> <peer>%s [--wait]\n", cmd,
+			verify ? "" : " [--full]");
+		return -EINVAL;
+	}
+	req = json_object_new_object();
+	json_object_object_add(req, "cmd", json_object_new_string(cmd));
+	json_object_object_add(req, "peer", json_object_new_string(pos[1]));
+	json_object_object_add(req, "full", json_object_new_boolean(full));
+	r = ctl_call(pos[0], sock, req, &reply);
+	json_object_put(req);
+	if (r < 0)
+		return r;
+	if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
+		fprintf(stderr, "replctl: %s: %s\n", pos[0], jstr(reply, "error"));
+		json_object_put(reply);
+		return -EINVAL;
+	}
+	p = status_peer(reply, pos[1]);
+	before = p ? ju64(p, verify ? "verifies_done" : "resyncs_done") : 0;
+	if (json && !wait)
+		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
+	json_object_put(reply);
+	return wait ? wait_resync(pos[0], pos[1], sock, verify, before) : 0;
 }
 
 /* create-md / dump-md arguments: a resource's configuration, or options */
@@ -530,6 +682,8 @@ static int run(int argc, char **argv)
 		return cmd_status(argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect"))
 		return cmd_peer(cmd, argc - optind, argv + optind, json, sock);
+	if (!strcmp(cmd, "resync") || !strcmp(cmd, "verify"))
+		return cmd_resync(cmd, argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "create-md"))
 		return cmd_create_md(argc - optind, argv + optind);
 	if (!strcmp(cmd, "dump-md"))
