@@ -104,7 +104,7 @@ until status alpha | jq -e '.peers[] | select(.name == "delta" and .connection =
 done
 [ "$(status alpha | jq -r '.peers[] | select(.name == "delta") | .replication')" = Inconsistent ] ||
 	fail "a new peer that missed records is not reported Inconsistent"
-grep -q "peer delta: its copy .* cannot be resumed from this ring .* it needs a resync" sim.out ||
+grep -q "peer delta: its copy is not consistent (a new secondary): full sync" sim.out ||
 	fail "no reason logged for delta's inconsistency"
 wait $sim || { cat sim.out; fail "sim primary failed"; }
 same_as_primary beta

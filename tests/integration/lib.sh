@@ -94,6 +94,8 @@ keepalive-ms = 200;
 peer-timeout-ms = 2000;
 reconnect-min-ms = 50;
 reconnect-max-ms = 500;
+initial-sync = "${INITIAL_SYNC:-skip}";
+resync-checksums = ${RESYNC_CHECKSUMS:-false};
 peers = ( $peers );
 EOC
 }

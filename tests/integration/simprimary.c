@@ -6,7 +6,7 @@
  *   repl-simprimary -c <primary.conf> --dev <file> --seed S --count N
  *       [--max-kb K] [--region-mb R] [--flush-every M] [--fua-every M]
  *       [--discard-every M] [--ring-records N] [--check PEER=FILE]...
- *       [--rate-ms M] [--hold-ms M] [--gap-at I]
+ *       [--rate-ms M] [--hold-ms M] [--gap-at I [--unlogged N]]
  *
  * It runs repld's manager in this process with a memory ring
  * (libreplring's producer side, the same layout and rules as the kernel),
@@ -19,6 +19,11 @@
  * record is acknowledged the producer reads FILE (that sync peer's device)
  * and checks the write is there: a sync acknowledgment must never precede
  * the peer's write.
+ *
+ * --unlogged N: the N operations before the GAP are applied to <file> but
+ * not logged, and their regions are marked dirty, as the target does while
+ * its ring is full (a resync must bring them to the peers).  When all is
+ * logged the finisher also waits until the dirty bitmap is empty again.
  *
  * --gap-at I logs a GAP record before operation I (1-based), as the
  * target does after an overflow.
@@ -59,6 +64,7 @@ struct sim {
 	int dev_fd;
 	uint64_t seed, count, max_kb, region, flush_every, fua_every, discard_every;
 	uint64_t gap_at;		/* log a GAP before operation gap_at - 1 */
+	uint64_t unlogged;		/* ... and do not log the unlogged before it */
 	unsigned int rate_ms, hold_ms;
 	struct check checks[MAX_CHECKS];
 	unsigned int nr_checks;
@@ -199,6 +205,16 @@ static void *sim_producer(void *arg)
 			if (r < 0)
 				goto io_error;
 		}
+		if (s->unlogged && i + 1 < s->gap_at && i + 1 + s->unlogged >= s->gap_at) {
+			/* the target's ring is full: the device only, and the bitmap */
+			pattern_fill(s->seed, i, off, buf, len);
+			if (pwrite(s->dev_fd, buf, len, (off_t)off) != (ssize_t)len)
+				goto io_error;
+			r = ring_mem_mark_dirty(s->ring, off >> 9, len >> 9);
+			if (r < 0)
+				goto io_error;
+			continue;
+		}
 		if (every(s->flush_every, i)) {
 			if (fdatasync(s->dev_fd) < 0)
 				goto io_error;
@@ -258,7 +274,7 @@ static void *sim_finisher(void *arg)
 	for (;;) {
 		ring_get_info(s->ring, &ri);
 		/* the manager released everything: every peer has it durably */
-		if (ri.release_seq == ri.prod_seq || atomic_load(&s->failed))
+		if ((ri.release_seq == ri.prod_seq && !ri.dirty_regions) || atomic_load(&s->failed))
 			break;
 		if (mono_ms() > deadline) {
 			fprintf(stderr, "repl-simprimary: peers did not acknowledge everything in 60 s (released %" PRIu64 " of %" PRIu64 ")\n",
@@ -289,6 +305,7 @@ int main(int argc, char **argv)
 		{ "rate-ms", required_argument, NULL, 'r' },
 		{ "hold-ms", required_argument, NULL, 'H' },
 		{ "gap-at", required_argument, NULL, 'G' },
+		{ "unlogged", required_argument, NULL, 'L' },
 		{ 0 },
 	};
 	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
@@ -317,6 +334,7 @@ int main(int argc, char **argv)
 		case 'r': s.rate_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'H': s.hold_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'G': s.gap_at = strtoull(optarg, NULL, 0); break;
+		case 'L': s.unlogged = strtoull(optarg, NULL, 0); break;
 		case 'C': {
 			const char *eq = strchr(optarg, '=');
 

@@ -36,6 +36,8 @@ role = "primary";
 device = "$P";
 ring-size-mb = 128;
 hold-timeout-ms = 5000;
+# both devices are fresh zeroed files: skip the initial full sync
+initial-sync = "skip";
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; } );
 EOC
 

@@ -29,6 +29,8 @@ ring-size-mb = ${RING_MB:-64};
 hold-timeout-ms = ${HOLD_MS:-3000};
 peer-timeout-ms = ${PEER_TIMEOUT_MS:-2000};
 keepalive-ms = 300;
+# fresh sparse images: both sides zero, no initial sync needed
+initial-sync = "skip";
 ${2:-}
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "$1"; } );
 EOC
