@@ -203,5 +203,7 @@ void repl_meta_free(struct repl_ring *ring);
 dev_t repl_meta_devt(struct repl_ring *ring);
 bool repl_meta_failed(struct repl_ring *ring);
 u64 repl_meta_intent_regions(struct repl_ring *ring);
+int repl_meta_get_gens(struct repl_ring *ring, u64 *gen);
+int repl_meta_set_gens(struct repl_ring *ring, const u64 *gen);
 
 #endif /* DM_REPL_CORE_H */

@@ -61,6 +61,7 @@ struct repl_meta {
 	struct delayed_work clear_work;
 	bool failed;
 	bool was_clean;			/* superblock said clean at load */
+	bool active;			/* resumed: the superblock says in use */
 };
 
 static inline u32 md_page(u64 region)
@@ -351,6 +352,8 @@ int repl_meta_activate(struct repl_ring *ring)
 		return 0;
 	mutex_lock(&m->io_lock);
 	r = md_write_sb(m, false);
+	if (!r)
+		m->active = true;
 	mutex_unlock(&m->io_lock);
 	if (r) {
 		DMERR("%u:%u: cannot write the metadata superblock (%d)",
@@ -358,6 +361,42 @@ int repl_meta_activate(struct repl_ring *ring)
 		return r;
 	}
 	return 0;
+}
+
+/*
+ * Generation identifiers, kept in the superblock for the daemon (it decides
+ * with them what a resync must do when peers meet).  Setting them writes
+ * the superblock before the message returns.
+ */
+int repl_meta_get_gens(struct repl_ring *ring, u64 *gen)
+{
+	struct repl_meta *m = ring->meta;
+	int i;
+
+	if (!m)
+		return -ENODEV;
+	mutex_lock(&m->io_lock);
+	for (i = 0; i < 4; i++)
+		gen[i] = le64_to_cpu(m->sb->gen[i]);
+	mutex_unlock(&m->io_lock);
+	return 0;
+}
+
+int repl_meta_set_gens(struct repl_ring *ring, const u64 *gen)
+{
+	struct repl_meta *m = ring->meta;
+	int i, r;
+
+	if (!m)
+		return -ENODEV;
+	if (m->failed)
+		return -EIO;
+	mutex_lock(&m->io_lock);
+	for (i = 0; i < 4; i++)
+		m->sb->gen[i] = cpu_to_le64(gen[i]);
+	r = md_write_sb(m, !m->active);
+	mutex_unlock(&m->io_lock);
+	return r;
 }
 
 /* No I/O in flight (postsuspend, last target gone): write it all, clean. */
@@ -374,6 +413,7 @@ void repl_meta_quiesce(struct repl_ring *ring)
 		return;
 	mutex_lock(&m->io_lock);
 	r = md_write_sb(m, true);
+	m->active = false;
 	mutex_unlock(&m->io_lock);
 	if (r) {
 		spin_lock_irq(&ring->lock);

@@ -390,6 +390,30 @@ static int repl_message(struct dm_target *ti, unsigned int argc, char **argv,
 		WRITE_ONCE(rc->hold_timeout_ms, ms);
 		return 0;
 	}
+	if (argc == 1 && !strcasecmp(argv[0], "gens")) {
+		u64 g[4];
+		int r = repl_meta_get_gens(rc->ring, g);
+
+		if (r) {
+			DMWARN("gens: no metadata device");
+			return r;
+		}
+		scnprintf(result, maxlen, "%016llx %016llx %016llx %016llx",
+			  g[0], g[1], g[2], g[3]);
+		return 1;
+	}
+	if (argc == 5 && !strcasecmp(argv[0], "set_gens")) {
+		u64 g[4];
+		int i;
+
+		for (i = 0; i < 4; i++) {
+			if (kstrtou64(argv[i + 1], 16, &g[i])) {
+				DMWARN("set_gens: \"%s\" is not a 64-bit hex number", argv[i + 1]);
+				return -EINVAL;
+			}
+		}
+		return repl_meta_set_gens(rc->ring, g);
+	}
 	DMWARN("unrecognised message \"%s\"", argc ? argv[0] : "");
 	return -EINVAL;
 }
