@@ -102,6 +102,8 @@ int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *
 	mi.bitmap_offset = le64toh(sb.bitmap_offset);
 	mi.bitmap_bytes = le64toh(sb.bitmap_bytes);
 	mi.events = le64toh(sb.events);
+	for (int i = 0; i < 4; i++)
+		mi.gen[i] = le64toh(sb.gen[i]);
 	memcpy(mi.uuid, sb.uuid, sizeof(mi.uuid));
 	memcpy(mi.resource, sb.resource, DM_REPL_MD_NAME_MAX);
 	if (mi.region_shift < 12 || mi.region_shift > 30) {
@@ -215,6 +217,72 @@ int md_create(const char *meta_path, const char *resource, uint64_t dev_sectors,
 	return 0;
 fail:
 	snprintf(err, errlen, "%s: %s", meta_path, strerror(-r));
+	close(fd);
+	return r;
+}
+
+int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, char *err,
+	      size_t errlen)
+{
+	struct md_info mi;
+	struct dm_repl_md_sb sb;
+	uint8_t *block = NULL, zero[65536] = { 0 };
+	uint64_t off;
+	int fd, r, i;
+
+	r = md_read(meta_path, false, &mi, err, errlen);
+	if (r < 0)
+		return r;
+	fd = open(meta_path, O_RDWR | O_EXCL | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s%s", meta_path, strerror(-r),
+			 r == -EBUSY ? " (in use by a repl device)" : "");
+		return r;
+	}
+	if (posix_memalign((void **)&block, 4096, DM_REPL_MD_SB_BYTES)) {
+		close(fd);
+		return -ENOMEM;
+	}
+	if (pread(fd, block, DM_REPL_MD_SB_BYTES, 0) != DM_REPL_MD_SB_BYTES) {
+		r = -EIO;
+		goto fail;
+	}
+	if (clear_bitmap) {
+		for (off = 0; off < mi.bitmap_bytes; off += sizeof(zero)) {
+			r = pwrite_all(fd, zero, mi.bitmap_bytes - off < sizeof(zero) ?
+					   mi.bitmap_bytes - off : sizeof(zero),
+				       (off_t)(mi.bitmap_offset + off));
+			if (r < 0)
+				goto fail;
+		}
+		if (fdatasync(fd) < 0) {
+			r = -errno;
+			goto fail;
+		}
+	}
+	memcpy(&sb, block, sizeof(sb));
+	if (gen)
+		for (i = 0; i < 4; i++)
+			sb.gen[i] = htole64(gen[i]);
+	sb.events = htole64(le64toh(sb.events) + 1);
+	sb.csum = 0;
+	memcpy(block, &sb, sizeof(sb));
+	sb.csum = htole64(md_csum(block));
+	memcpy(block, &sb, sizeof(sb));
+	r = pwrite_all(fd, block, DM_REPL_MD_SB_BYTES, 0);
+	if (r < 0)
+		goto fail;
+	if (fdatasync(fd) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	free(block);
+	close(fd);
+	return 0;
+fail:
+	snprintf(err, errlen, "%s: %s", meta_path, strerror(-r));
+	free(block);
 	close(fd);
 	return r;
 }

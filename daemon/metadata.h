@@ -22,6 +22,7 @@ struct md_info {
 	uint64_t bitmap_offset;
 	uint64_t bitmap_bytes;
 	uint64_t events;
+	uint64_t gen[4];		/* generation identifiers (gens.h) */
 	uint64_t nr_regions;
 	uint64_t set_regions;		/* bits set in the bitmap */
 	uint8_t *bitmap;		/* md_read() with want_bitmap; free() it */
@@ -41,5 +42,15 @@ int md_create(const char *meta_path, const char *resource, uint64_t dev_sectors,
 /* Read and check the superblock (and the bitmap).  -EBADMSG: not valid. */
 int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *err,
 	    size_t errlen);
+
+/*
+ * Metadata no target uses (a secondary's, a demoted primary's): set the
+ * generation identifiers (gen != NULL) and/or zero the bitmap (a resync
+ * made this copy equal to its primary).  The superblock is rewritten with
+ * a new checksum and made durable.  Opened O_EXCL: -EBUSY while a target
+ * holds it.
+ */
+int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, char *err,
+	      size_t errlen);
 
 #endif

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include <sys/random.h>
+#include <time.h>
+
+#include "gens.h"
+
+uint64_t gens_new_id(void)
+{
+	uint64_t id = 0;
+
+	while (!id) {
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			id = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
+		}
+	}
+	return id;
+}
+
+void gens_rotate(struct gens *g)
+{
+	/* the bitmap keeps counting from the oldest generation a peer may
+	 * hold; the one we leave stays recognisable as history */
+	if (!g->bitmap)
+		g->bitmap = g->current;
+	else
+		g->history = g->current;
+	g->current = gens_new_id();
+	g->since = (uint64_t)time(NULL);
+}
+
+enum gen_verdict gens_compare(const struct gens *p, const struct gens *s)
+{
+	if (!s->current)
+		return GV_FULL;
+	if (s->current == p->current)
+		return GV_SAME;
+	/* the peer holds a generation we moved on from */
+	if (s->current == p->bitmap || s->current == p->history)
+		return GV_BITMAP;
+	/* the peer moved on from ours, and we did not write since */
+	if (s->bitmap && s->bitmap == p->current)
+		return GV_PEER_NEWER;
+	/* both moved on from a common generation */
+	if ((s->bitmap && (s->bitmap == p->bitmap || s->bitmap == p->history)) ||
+	    (s->history && (s->history == p->bitmap || s->history == p->history)))
+		return GV_SPLIT_BRAIN;
+	return GV_UNRELATED;
+}
+
+const char *gen_verdict_name(enum gen_verdict v)
+{
+	switch (v) {
+	case GV_SAME:
+		return "same generation";
+	case GV_BITMAP:
+		return "bitmap resync";
+	case GV_FULL:
+		return "full sync";
+	case GV_PEER_NEWER:
+		return "the peer holds newer data";
+	case GV_SPLIT_BRAIN:
+		return "split brain";
+	case GV_UNRELATED:
+		return "unrelated data";
+	}
+	return "?";
+}
