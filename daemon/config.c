@@ -146,7 +146,7 @@ static const char *const root_keys[] = {
 	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
-	"initial-sync", NULL,
+	"initial-sync", "after-split-brain", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -376,6 +376,22 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 		else if (strcmp(init, "full"))
 			return cfg_fail(x, config_setting_get_member(root, "initial-sync"),
 					"initial-sync '%s': expected full or skip", init);
+	}
+	{
+		char asb[32] = "disconnect";
+
+		if ((r = cfg_string(x, root, "after-split-brain", false, asb, sizeof(asb))) < 0)
+			return r;
+		if (!strcmp(asb, "disconnect"))
+			c->after_split_brain = ASB_DISCONNECT;
+		else if (!strcmp(asb, "discard-younger-primary"))
+			c->after_split_brain = ASB_DISCARD_YOUNGER;
+		else if (!strcmp(asb, "discard-least-changes"))
+			c->after_split_brain = ASB_DISCARD_LEAST;
+		else
+			return cfg_fail(x, config_setting_get_member(root, "after-split-brain"),
+					"after-split-brain '%s': expected disconnect, discard-younger-primary or discard-least-changes",
+					asb);
 	}
 	return cfg_peers(x, root, c);
 }

@@ -25,6 +25,12 @@ enum repl_role {
 	ROLE_SECONDARY = 2,
 };
 
+enum after_split_brain {
+	ASB_DISCONNECT = 0,		/* stop, the administrator decides */
+	ASB_DISCARD_YOUNGER,		/* the later primary's changes go */
+	ASB_DISCARD_LEAST,		/* the side that changed fewer regions loses */
+};
+
 enum on_peer_loss {
 	LOSS_DEGRADE = 0,
 	LOSS_BLOCK = 1,
@@ -66,6 +72,7 @@ struct config {
 	unsigned int checkpoint_ms;
 	bool resync_checksums;		/* hashes first, payload only where they differ */
 	bool skip_initial_sync;		/* initial-sync = "skip" */
+	enum after_split_brain after_split_brain;
 	unsigned int drain_timeout_ms;
 	unsigned int nr_peers;
 	struct config_peer *peers;

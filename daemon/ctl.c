@@ -13,6 +13,7 @@
  * small, so the loop reads them whole.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -95,6 +96,19 @@ struct json_object *manager_status_json(struct manager *m)
 	json_object_object_add(o, "role", json_object_new_string(role_name(m->cfg->role)));
 	json_object_object_add(o, "uptime_ms", json_object_new_uint64(now_ms() - m->started_ms));
 	json_object_object_add(o, "draining", json_object_new_boolean(m->draining));
+	{
+		struct json_object *g = json_object_new_object();
+		char b[20];
+
+		snprintf(b, sizeof(b), "%016" PRIx64, m->gens.current);
+		json_object_object_add(g, "current", json_object_new_string(b));
+		snprintf(b, sizeof(b), "%016" PRIx64, m->gens.bitmap);
+		json_object_object_add(g, "bitmap", json_object_new_string(b));
+		snprintf(b, sizeof(b), "%016" PRIx64, m->gens.history);
+		json_object_object_add(g, "history", json_object_new_string(b));
+		json_object_object_add(g, "since", json_object_new_uint64(m->gens.since));
+		json_object_object_add(o, "generation", g);
+	}
 	if (m->cfg->role == ROLE_PRIMARY)
 		primary_status(m, o);
 	else
@@ -130,6 +144,14 @@ static struct json_object *ctl_handle(struct manager *m, struct json_object *req
 		return ctl_error("request without \"cmd\"");
 	if (!strcmp(cmd, "status"))
 		return manager_status_json(m);
+	if (!strcmp(cmd, "discard-my-data")) {
+		if (m->cfg->role != ROLE_SECONDARY)
+			return ctl_error("discard-my-data is for a secondary: make this node secondary first");
+		r = secondary_discard_my_data(m, err, sizeof(err));
+		if (r < 0)
+			return ctl_error(err);
+		return manager_status_json(m);
+	}
 	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect") ||
 	    !strcmp(cmd, "resync") || !strcmp(cmd, "verify")) {
 		if (m->cfg->role != ROLE_PRIMARY)

@@ -11,6 +11,7 @@
 #include <libaio.h>
 
 #include "config.h"
+#include "gens.h"
 #include "manager.h"
 #include "wire.h"
 
@@ -93,7 +94,7 @@ struct peer {
 	size_t sq_off;			/* bytes of sq[sq_head] already sent */
 
 	uint64_t records_sent, bytes_sent, connects;
-	char last_error[160];
+	char last_error[1024];
 
 	/* resync (resync.c) */
 	struct resync *rs;		/* the pass running, or NULL */
@@ -103,6 +104,10 @@ struct peer {
 	uint64_t pending_consistent_id;	/* initial sync skipped: flush id */
 	uint64_t resyncs_done, last_resync_bytes;
 	uint64_t verifies_done, last_verify_mismatches;
+	struct gens peer_gens;		/* from its Hello */
+	bool peer_bitmap_done;		/* its PeerBitmap arrived in full */
+	uint64_t peer_bitmap_regions;	/* regions it marked */
+	bool split_brain;		/* refused: divergent data */
 };
 
 struct conn;	/* secondary: a connection from a primary (secondary.c) */
@@ -140,6 +145,11 @@ struct manager {
 	uint32_t kernel_state;
 	uint32_t kernel_state_seq;
 	uint64_t gaps;
+	/* generation identifiers (genstore.c) */
+	struct gens gens;
+	bool rotate_pending;		/* new generation at the next write */
+	uint64_t rotate_mark;		/* ... a record at or after this */
+
 	uint64_t marked_upto;		/* records below: regions marked for
 					 * peers that stopped holding the ring */
 	uint64_t last_marked_region;
@@ -164,6 +174,7 @@ struct manager {
 	char primary_node[CONFIG_NAME_MAX + 1];
 	uint64_t primary_connects;
 	bool consistent;		/* persisted: no resync pending */
+	bool discard_my_data;		/* persisted: give up this copy's changes */
 	struct sec_xlate *xl;		/* engine sequence -> stream sequence */
 	struct sec_rs *rs;		/* resync requests waiting for writes */
 	uint64_t rs_blocks, rs_bytes, hash_requests;
@@ -189,6 +200,10 @@ int primary_set_mode(struct manager *m, const char *peer, const char *mode, char
 int primary_connect(struct manager *m, const char *peer, bool up, char *err, size_t len);
 int primary_resync(struct manager *m, const char *peer, enum rs_kind kind, char *err, size_t len);
 void primary_free(struct manager *m);
+
+/* genstore.c */
+int gens_load(struct manager *m);
+int gens_save(struct manager *m);
 
 /* primary.c, for resync.c */
 int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len);
@@ -216,6 +231,7 @@ void secondary_tick(struct manager *m);
 bool secondary_drained(struct manager *m);
 void secondary_status(struct manager *m, struct json_object *o);
 void secondary_free(struct manager *m);
+int secondary_discard_my_data(struct manager *m, char *err, size_t len);
 
 /* ctl.c: the control socket */
 int ctl_start(struct manager *m);

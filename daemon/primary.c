@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dmdev.h"
@@ -223,6 +224,10 @@ void peer_close(struct peer *p, const char *why)
 	}
 	if (p->conn != PEER_DOWN && why)
 		log_warning("%s: peer %s: connection lost: %s", m->cfg->resource, p->cfg.name, why);
+	if (p->conn == PEER_UP && !m->rotate_pending && m->ring) {
+		m->rotate_pending = true;
+		m->rotate_mark = ring_prod(m->ring);
+	}
 	resync_stop(p, p->rs ? "connection lost" : NULL);
 	p->pending_consistent_id = 0;
 	if (why)
@@ -329,11 +334,73 @@ static void peer_connect(struct peer *p)
  * The peer told us what it holds.  Choose where its stream resumes, and
  * whether its copy is still a prefix of ours.
  */
+/*
+ * Divergent data (split brain, a newer peer, unrelated data): who wins?
+ * Data only flows from the primary, so it may only ever be us; anything
+ * else stops replication to that peer with the reason, data untouched.
+ */
+static bool divergence_we_win(struct peer *p, const Dmrepl__V1__Hello *h, enum gen_verdict v,
+			      char *why, size_t len)
+{
+	struct manager *m = p->m;
+	struct ring_info ri;
+
+	if (h->discard_my_data) {
+		log_warning("%s: peer %s: %s, and the peer discards its changes (discard-my-data)",
+			    m->cfg->resource, p->cfg.name, gen_verdict_name(v));
+		return true;
+	}
+	if (v == GV_SPLIT_BRAIN && m->cfg->after_split_brain == ASB_DISCARD_YOUNGER) {
+		if (h->gen_since > m->gens.since) {
+			log_warning("%s: peer %s: split brain; after-split-brain = discard-younger-primary: the peer became primary later, its changes are discarded",
+				    m->cfg->resource, p->cfg.name);
+			return true;
+		}
+		snprintf(why, len, "split brain: this node (%s) is the younger primary; after-split-brain = discard-younger-primary keeps %s's data: make %s primary",
+			 m->cfg->node, p->cfg.name, p->cfg.name);
+		return false;
+	}
+	if (v == GV_SPLIT_BRAIN && m->cfg->after_split_brain == ASB_DISCARD_LEAST) {
+		ring_get_info(m->ring, &ri);
+		if (h->dirty_regions < ri.dirty_regions ||
+		    (h->dirty_regions == ri.dirty_regions && h->gen_since > m->gens.since)) {
+			log_warning("%s: peer %s: split brain; after-split-brain = discard-least-changes: the peer changed %" PRIu64
+				    " regions, this node %" PRIu64 ": the peer's changes are discarded",
+				    m->cfg->resource, p->cfg.name, h->dirty_regions, ri.dirty_regions);
+			return true;
+		}
+		snprintf(why, len, "split brain: %s changed %" PRIu64 " regions, this node %" PRIu64
+			 "; after-split-brain = discard-least-changes keeps %s's data: make %s primary",
+			 p->cfg.name, h->dirty_regions, ri.dirty_regions, p->cfg.name, p->cfg.name);
+		return false;
+	}
+	if (v == GV_SPLIT_BRAIN)
+		snprintf(why, len, "split brain: both %s and %s wrote since generation %016" PRIx64
+			 " while disconnected; replication stopped, no data touched. Resolve: on the node whose changes are to go, run 'replctl discard-my-data %s' (as a secondary), then 'replctl connect %s %s' here",
+			 m->cfg->node, p->cfg.name, m->gens.bitmap ? m->gens.bitmap : h->gen_bitmap,
+			 m->cfg->resource, m->cfg->resource, p->cfg.name);
+	else if (v == GV_PEER_NEWER)
+		snprintf(why, len, "%s holds newer data (it was primary after this node and this node did not write since): make %s primary, or discard its changes with 'replctl discard-my-data %s' there",
+			 p->cfg.name, p->cfg.name, m->cfg->resource);
+	else
+		snprintf(why, len, "%s holds unrelated data (no common generation): 'replctl discard-my-data %s' there starts a full sync",
+			 p->cfg.name, m->cfg->resource);
+	return false;
+}
+
+/*
+ * The peer told us what it holds.  Choose where its stream resumes, and
+ * what it needs: nothing, a bitmap resync, a full sync -- or refuse.
+ */
 static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 {
 	struct manager *m = p->m;
 	struct ring_info ri;
 	uint64_t tail = m->released, resume;
+	struct gens pg = { h->gen_current, h->gen_bitmap, h->gen_history, h->gen_since };
+	enum gen_verdict v;
+	bool resumable;
+	char why[1024];
 
 	ring_get_info(m->ring, &ri);
 	if (h->protocol_version != WIRE_PROTOCOL_VERSION)
@@ -344,25 +411,48 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 	if (h->device_sectors < ri.dev_sectors)
 		return -ENOSPC;
 
+	p->peer_gens = pg;
 	p->need_full = false;
-	if (h->stream_id == ri.ring_id && h->resume_seq >= tail && h->resume_seq <= ri.prod_seq) {
+	p->pending_consistent_id = 0;
+	p->peer_bitmap_done = false;
+	p->peer_bitmap_regions = 0;
+	v = gens_compare(&m->gens, &pg);
+	resumable = h->stream_id == ri.ring_id && h->resume_seq >= tail &&
+		    h->resume_seq <= ri.prod_seq;
+	if (v == GV_PEER_NEWER || v == GV_SPLIT_BRAIN || v == GV_UNRELATED) {
+		if (!divergence_we_win(p, h, v, why, sizeof(why))) {
+			log_error("%s: peer %s: %s", m->cfg->resource, p->cfg.name, why);
+			snprintf(p->last_error, sizeof(p->last_error), "%s", why);
+			p->split_brain = true;
+			return -ESTALE;
+		}
+		/* ours wins: its changes (PeerBitmap) and ours (bitmap), or
+		 * everything when we do not know what it changed */
+		resumable = false;
+		v = v == GV_UNRELATED ? GV_FULL : GV_BITMAP;
+		if (v == GV_BITMAP && !h->dirty_regions && !h->gen_bitmap)
+			v = GV_FULL;
+	}
+	p->split_brain = false;
+
+	if (resumable && (v == GV_SAME || v == GV_BITMAP)) {
 		/* the stream resumes; a copy with a hole (GAP) catches up with
-		 * the bitmap */
+		 * the bitmap; it joins our generation */
 		resume = h->resume_seq;
 		if (!h->consistent)
 			p->inconsistent = true;
-	} else if (h->consistent) {
-		/* a consistent copy of an earlier stream of ours: what it may
-		 * lack is in the bitmap (unclean restart, records released
-		 * without it) */
-		log_warning("%s: peer %s: its copy (stream %016" PRIx64 " up to %" PRIu64
-			    ") cannot be resumed from this ring (stream %016" PRIx64
-			    ", records %" PRIu64 "..%" PRIu64 "): bitmap resync",
-			    m->cfg->resource, p->cfg.name, h->stream_id, h->resume_seq,
-			    ri.ring_id, tail, ri.prod_seq);
+		else
+			p->pending_consistent_id = UINT64_MAX - 1;
+	} else if (v != GV_FULL && h->consistent) {
+		/* a consistent copy of an earlier generation of ours: what it
+		 * lacks is in the bitmap (unclean restart, records released
+		 * without it, a failover) */
+		log_warning("%s: peer %s: its copy (generation %016" PRIx64 ", stream %016" PRIx64
+			    " up to %" PRIu64 ") cannot be resumed from this ring: bitmap resync",
+			    m->cfg->resource, p->cfg.name, pg.current, h->stream_id, h->resume_seq);
 		p->inconsistent = true;
 		resume = tail;
-	} else if (h->stream_id == 0 && m->cfg->skip_initial_sync && tail == 0) {
+	} else if (v == GV_FULL && !pg.current && m->cfg->skip_initial_sync && tail == 0) {
 		/* a new secondary, the administrator says both devices were
 		 * equal (zeroed) when the target was created, and the ring
 		 * holds every write since: no initial sync; it records
@@ -373,7 +463,8 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 	} else {
 		log_warning("%s: peer %s: its copy is not consistent%s: full sync",
 			    m->cfg->resource, p->cfg.name,
-			    h->stream_id ? " (an interrupted resync)" : " (a new secondary)");
+			    pg.current ? " (an interrupted resync, or divergent data)" :
+			    " (a new secondary)");
 		p->inconsistent = true;
 		p->need_full = true;
 		resume = tail;
@@ -389,14 +480,56 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 	log_info("%s: peer %s connected (%s), resuming at record %" PRIu64 "%s", m->cfg->resource,
 		 p->cfg.name, peer_mode_name(p->mode), resume,
 		 p->inconsistent ? " (inconsistent)" : "");
+	return 0;
+}
+
+/* The peer's own bitmap: its regions need the resync too. */
+static void peer_handle_bitmap(struct peer *p, const Dmrepl__V1__PeerBitmap *b)
+{
+	struct manager *m = p->m;
+	struct ring_info ri;
+	uint64_t i, r, s, e, first, last;
+
+	if (p->peer_bitmap_done) {
+		peer_close(p, "PeerBitmap after its last piece");
+		return;
+	}
+	ring_get_info(m->ring, &ri);
+	for (i = 0; i < (uint64_t)b->bits.len * 8; i++) {
+		if (!(b->bits.data[i / 8] & (1U << (i % 8))))
+			continue;
+		r = b->first_region + i;
+		s = r << (b->region_shift - 9);
+		if (s >= ri.dev_sectors)
+			break;
+		e = (r + 1) << (b->region_shift - 9);
+		if (e > ri.dev_sectors)
+			e = ri.dev_sectors;
+		first = s >> (ri.region_shift - 9);
+		last = (e - 1) >> (ri.region_shift - 9);
+		if (ring_mark_dirty(m->ring, first, last - first + 1) < 0) {
+			peer_close(p, "cannot mark the peer's regions");
+			return;
+		}
+		p->peer_bitmap_regions++;
+	}
+	if (!b->last)
+		return;
+	p->peer_bitmap_done = true;
+	if (p->peer_bitmap_regions) {
+		log_info("%s: peer %s: %" PRIu64 " regions of its own to resync", m->cfg->resource,
+			 p->cfg.name, p->peer_bitmap_regions);
+		p->inconsistent = true;
+		p->pending_consistent_id = 0;
+	}
 	if (p->pending_consistent_id) {
 		uint8_t buf[64];
-		ssize_t k = wire_encode_resync_flush(buf, sizeof(buf), p->pending_consistent_id, true);
+		ssize_t k = wire_encode_resync_flush(buf, sizeof(buf), p->pending_consistent_id, true,
+						     m->gens.current);
 
 		if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0)
-			return -ENOBUFS;
+			peer_close(p, "cannot queue a ResyncFlush");
 	}
-	return 0;
 }
 
 static void peer_handle_ack(struct peer *p, const Dmrepl__V1__Ack *a)
@@ -441,7 +574,25 @@ static void peer_read(struct peer *p)
 				break;
 			}
 			r = peer_handshake_done(p, f->hello);
-			if (r < 0) {
+			if (r == -ESTALE) {
+				/* divergent data: stop until the administrator acts */
+				char why[sizeof(p->last_error)];
+
+				snprintf(why, sizeof(why), "%s", p->last_error);
+				{
+					uint8_t eb[512];
+					ssize_t k = wire_encode_error(eb, sizeof(eb),
+						DMREPL__V1__ERROR__CODE__CODE_DIVERGED, why);
+
+					/* best effort: tell the peer why, then close */
+					if (k > 0 && write(p->fd, eb, (size_t)k) < 0)
+						log_debug("%s: peer %s: cannot send the Error",
+							  p->m->cfg->resource, p->cfg.name);
+				}
+				p->admin_down = true;
+				peer_close(p, why);
+				primary_update_kernel_mode(p->m);
+			} else if (r < 0) {
 				char why[320];
 
 				snprintf(why, sizeof(why), "handshake refused: %s",
@@ -450,6 +601,12 @@ static void peer_read(struct peer *p)
 					 "node, resource or role do not match the configuration");
 				peer_close(p, why);
 			}
+			break;
+		case DMREPL__V1__FRAME__MSG_PEER_BITMAP:
+			if (p->conn != PEER_UP)
+				peer_close(p, "PeerBitmap before the handshake");
+			else
+				peer_handle_bitmap(p, f->peer_bitmap);
 			break;
 		case DMREPL__V1__FRAME__MSG_ACK:
 			if (p->conn != PEER_UP)
@@ -596,6 +753,64 @@ void peer_flush(struct peer *p)
 	peer_arm(p, false);
 }
 
+/*
+ * The first write while some peer is not in sync: a new data generation,
+ * so that a peer that went away (and maybe became primary) is recognised
+ * as behind -- or as a split brain -- when it comes back.
+ */
+static void primary_rotate(struct manager *m)
+{
+	uint64_t old = m->gens.current;
+
+	m->rotate_pending = false;
+	gens_rotate(&m->gens);
+	if (gens_save(m) < 0)
+		return;
+	log_info("%s: writes without every peer: data generation %016" PRIx64 " -> %016" PRIx64
+		 " (bitmap from %016" PRIx64 ")", m->cfg->resource, old, m->gens.current,
+		 m->gens.bitmap);
+	/* the peers that are here and in sync get every write: they join */
+	for (unsigned int i = 0; i < m->nr_peers; i++) {
+		struct peer *p = m->peers[i];
+		uint8_t buf[64];
+		ssize_t k;
+
+		if (p->conn != PEER_UP || p->inconsistent || p->rs || !p->peer_bitmap_done)
+			continue;
+		p->pending_consistent_id = UINT64_MAX - 1;
+		k = wire_encode_resync_flush(buf, sizeof(buf), p->pending_consistent_id, true,
+					     m->gens.current);
+		if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0)
+			peer_close(p, "cannot queue a ResyncFlush");
+	}
+}
+
+/* Every peer connected and UpToDate in our generation: no bitmap needed. */
+static void primary_check_in_sync(struct manager *m)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < m->nr_peers; i++) {
+		const struct peer *p = m->peers[i];
+
+		if (p->removed)
+			continue;
+		if (p->conn != PEER_UP || p->inconsistent || p->rs || !p->peer_bitmap_done ||
+		    p->pending_consistent_id)
+			return;
+		n++;
+	}
+	if (!n || (!m->gens.bitmap && !m->gens.history && !m->rotate_pending))
+		return;
+	m->rotate_pending = false;
+	if (m->gens.bitmap || m->gens.history) {
+		m->gens.bitmap = m->gens.history = 0;
+		if (gens_save(m) == 0)
+			log_info("%s: every peer UpToDate in generation %016" PRIx64,
+				 m->cfg->resource, m->gens.current);
+	}
+}
+
 /* Queue and send what the ring has for every connected peer. */
 static void primary_pump(struct manager *m)
 {
@@ -613,6 +828,8 @@ static void primary_pump(struct manager *m)
 		} while (p->conn == PEER_UP && !p->want_out && p->cursor < prod);
 	}
 	ring_mark_read(m->ring, prod);
+	if (m->rotate_pending && prod > m->rotate_mark)
+		primary_rotate(m);
 	resync_pump(m);
 }
 
@@ -743,6 +960,7 @@ void primary_tick(struct manager *m)
 	}
 	primary_pump(m);
 	primary_update_ring(m);
+	primary_check_in_sync(m);
 
 	n = snprintf(line, sizeof(line), "primary %s:", m->cfg->resource);
 	for (i = 0; i < m->nr_peers && n < (int)sizeof(line); i++) {
@@ -889,6 +1107,22 @@ int primary_start(struct manager *m)
 		m->acked = ri.ack_seq;
 		log_info("%s: ring %016" PRIx64 ": %" PRIu64 " MiB, records %" PRIu64 "..%" PRIu64,
 			 m->cfg->resource, ri.ring_id, ri.data_size >> 20, m->released, ri.prod_seq);
+		r = gens_load(m);
+		if (r < 0)
+			return r;
+		if (!m->gens.current) {
+			/* the first primary of this data: its generation begins */
+			m->gens.current = gens_new_id();
+			m->gens.since = (uint64_t)time(NULL);
+			r = gens_save(m);
+			if (r < 0)
+				return r;
+		}
+		log_info("%s: data generation %016" PRIx64 " (bitmap %016" PRIx64 ")",
+			 m->cfg->resource, m->gens.current, m->gens.bitmap);
+		/* no peer is in sync yet: the first write begins a generation */
+		m->rotate_pending = true;
+		m->rotate_mark = ri.prod_seq;
 	}
 	m->peers = calloc(m->cfg->nr_peers, sizeof(*m->peers));
 	if (!m->peers)

@@ -43,6 +43,8 @@ static void usage(FILE *f)
 	      "  disconnect <resource> <peer>           stop replicating to a peer\n"
 	      "  resync <resource> <peer> [--full] [--wait]  bitmap (or full) resync now\n"
 	      "  verify <resource> <peer> [--wait]      compare by hashes, mark differences\n"
+	      "  discard-my-data <resource>             (secondary) give up this copy's changes\n"
+	      "                                         after a split brain\n"
 	      "  create-md <resource> [--force]         write metadata to the resource's meta-device\n"
 	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--force]\n"
 	      "  dump-md <resource> | --meta DEV        show a metadata device\n"
@@ -334,6 +336,33 @@ static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const cha
 	json_object_object_add(req, "peer", json_object_new_string(argv[1]));
 	if (set_mode)
 		json_object_object_add(req, "mode", json_object_new_string(argv[2]));
+	r = ctl_call(argv[0], sock, req, &reply);
+	json_object_put(req);
+	if (r < 0)
+		return r;
+	if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
+		fprintf(stderr, "replctl: %s: %s\n", argv[0], jstr(reply, "error"));
+		json_object_put(reply);
+		return -EINVAL;
+	}
+	if (json)
+		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
+	json_object_put(reply);
+	return 0;
+}
+
+/* A command on a resource without further arguments. */
+static int cmd_simple(const char *cmd, int argc, char **argv, bool json, const char *sock)
+{
+	struct json_object *req, *reply = NULL;
+	int r;
+
+	if (argc != 1) {
+		fprintf(stderr, "replctl: usage: replctl %s <resource>\n", cmd);
+		return -EINVAL;
+	}
+	req = json_object_new_object();
+	json_object_object_add(req, "cmd", json_object_new_string(cmd));
 	r = ctl_call(argv[0], sock, req, &reply);
 	json_object_put(req);
 	if (r < 0)
@@ -684,6 +713,8 @@ static int run(int argc, char **argv)
 		return cmd_peer(cmd, argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "resync") || !strcmp(cmd, "verify"))
 		return cmd_resync(cmd, argc - optind, argv + optind, json, sock);
+	if (!strcmp(cmd, "discard-my-data"))
+		return cmd_simple(cmd, argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "create-md"))
 		return cmd_create_md(argc - optind, argv + optind);
 	if (!strcmp(cmd, "dump-md"))

@@ -390,7 +390,8 @@ static int queue_flush(struct resync *rs, bool done)
 	rs->flush_clear_upto = clear_watermark(rs);
 	rs->flush_done = done;
 	rs->since_flush = 0;
-	k = wire_encode_resync_flush(buf, sizeof(buf), rs->flush_id, done);
+	k = wire_encode_resync_flush(buf, sizeof(buf), rs->flush_id, done,
+				     rs->p->m->gens.current);
 	if (k < 0 || peer_queue_frame(rs->p, buf, (size_t)k) < 0) {
 		rs->flush_id = 0;
 		return -ENOBUFS;
@@ -405,10 +406,10 @@ void resync_flushed(struct peer *p, uint64_t id)
 	struct manager *m = p->m;
 
 	if (!rs || id != rs->flush_id) {
-		if (p->pending_consistent_id && id == p->pending_consistent_id) {
+		if (id == UINT64_MAX - 1) {	/* "join our generation", maybe twice */
 			p->pending_consistent_id = 0;
-			log_info("%s: peer %s: initial sync skipped (devices known to be equal)",
-				 m->cfg->resource, p->cfg.name);
+			log_info("%s: peer %s: UpToDate in generation %016" PRIx64, m->cfg->resource,
+				 p->cfg.name, m->gens.current);
 			return;
 		}
 		peer_close(p, "unexpected ResyncFlushed");
@@ -422,6 +423,7 @@ void resync_flushed(struct peer *p, uint64_t id)
 		 m->cfg->resource, p->cfg.name, kind_name(rs->kind), rs->total_bytes >> 20,
 		 (double)(now_ms() - rs->started_ms) / 1000.0, rs->sent_bytes >> 10);
 	p->inconsistent = false;
+	p->need_full = false;
 	p->resyncs_done++;
 	p->last_resync_bytes = rs->sent_bytes;
 	resync_stop(p, NULL);
@@ -698,6 +700,8 @@ void resync_pump(struct manager *m)
 				resync_stop(p, "connection lost");
 			continue;
 		}
+		if (!p->peer_bitmap_done)
+			continue;	/* its own regions come first */
 		if (!p->rs && p->inconsistent && !p->pending_consistent_id &&
 		    ring_can_resync(m->ring))
 			resync_start(p, p->need_full ? RS_FULL : RS_BITMAP);

@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -35,6 +36,7 @@
 #include "dmdev.h"
 #include "log.h"
 #include "manager-internal.h"
+#include "metadata.h"
 
 #define CONN_OUT	(64 * 1024)
 #define XL_MAX		65536U	/* segments of the sequence translation */
@@ -83,11 +85,15 @@ static void state_load(struct manager *m)
 	f = fopen(path, "re");
 	if (!f)
 		return;
-	n = fscanf(f, "stream %llx durable %llu consistent %d", &id, &durable, &consistent);
+	int discard = 0;
+
+	n = fscanf(f, "stream %llx durable %llu consistent %d discard %d", &id, &durable,
+		   &consistent, &discard);
 	if (n >= 2) {
 		m->stream_id = id;
 		m->state_durable = durable;
 		m->consistent = consistent == 1;
+		m->discard_my_data = discard == 1;
 	} else {
 		log_warning("%s: %s unreadable: starting without a resume point", m->cfg->resource,
 			    path);
@@ -107,8 +113,8 @@ static int state_save(struct manager *m, uint64_t durable)
 	f = fopen(tmp, "we");
 	if (!f)
 		return -errno;
-	fprintf(f, "stream %016" PRIx64 " durable %" PRIu64 " consistent %d\n", m->stream_id,
-		durable, m->consistent ? 1 : 0);
+	fprintf(f, "stream %016" PRIx64 " durable %" PRIu64 " consistent %d discard %d\n",
+		m->stream_id, durable, m->consistent ? 1 : 0, m->discard_my_data ? 1 : 0);
 	if (fflush(f) || fdatasync(fileno(f)))
 		r = -errno;
 	if (fclose(f) && !r)
@@ -144,7 +150,7 @@ struct sec_xlate {
 struct rs_req {
 	bool flush;			/* ResyncFlush, else HashRequest */
 	bool done;
-	uint64_t id, sector;
+	uint64_t id, sector, gen;
 	uint32_t nr_sectors, block_sectors;
 	uint64_t lpos;			/* engine sequences below this first */
 };
@@ -463,6 +469,74 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_st
 	return x && y && xl == yl && !memcmp(x, y, xl);
 }
 
+/*
+ * This node's own metadata bitmap (it was a primary: regions it wrote that
+ * the peers may lack).  Returns the number of regions set; *ret gets the
+ * md_info with the bitmap (free ret->bitmap) when not NULL.
+ */
+static uint64_t sec_own_bitmap(struct manager *m, struct md_info *ret)
+{
+	struct md_info mi;
+	char err[256];
+
+	if (!strcmp(m->cfg->meta_device, "-") ||
+	    md_read(m->cfg->meta_device, ret != NULL, &mi, err, sizeof(err)) < 0)
+		return 0;
+	if (ret)
+		*ret = mi;
+	return mi.set_regions;
+}
+
+/* After our Hello: our own bitmap in pieces, always ending with "last". */
+static int conn_send_own_bitmap(struct manager *m, struct conn *c)
+{
+	struct md_info mi = { 0 };
+	uint64_t bytes, off = 0;
+	int r = 0;
+
+	sec_own_bitmap(m, &mi);
+	bytes = mi.bitmap ? (mi.nr_regions + 7) / 8 : 0;
+	do {
+		size_t n = bytes - off > WIRE_MAX_BITMAP ? WIRE_MAX_BITMAP : (size_t)(bytes - off);
+		uint8_t *b;
+		ssize_t k;
+
+		/* skip pieces without a bit set, but always send the last */
+		if (n && off + n < bytes) {
+			size_t i;
+
+			for (i = 0; i < n && !mi.bitmap[off + i]; i++)
+				;
+			if (i == n) {
+				off += n;
+				continue;
+			}
+		}
+		b = conn_out_space(c, WIRE_MAX_BITMAP + 64);
+		if (!b) {
+			conn_flush(c);
+			b = conn_out_space(c, WIRE_MAX_BITMAP + 64);
+		}
+		if (!b) {
+			r = -ENOBUFS;
+			break;
+		}
+		k = wire_encode_peer_bitmap(b, WIRE_MAX_BITMAP + 64, off * 8, mi.region_shift ? mi.region_shift : 16,
+					    mi.bitmap ? mi.bitmap + off : NULL, n, off + n >= bytes);
+		if (k < 0) {
+			r = (int)k;
+			break;
+		}
+		c->out_len += (size_t)k;
+		off += n;
+	} while (off < bytes);
+	free(mi.bitmap);
+	if (!r && mi.set_regions)
+		log_info("%s: sent %" PRIu64 " regions of this node's own bitmap to the primary",
+			 m->cfg->resource, mi.set_regions);
+	return r;
+}
+
 static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hello *h)
 {
 	const struct config_peer *cp;
@@ -517,6 +591,12 @@ static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hell
 		hello.stream_id = m->stream_id;
 		hello.resume_seq = m->stream_id ? m->state_durable : 0;
 		hello.consistent = m->consistent;
+		hello.gen_current = m->gens.current;
+		hello.gen_bitmap = m->gens.bitmap;
+		hello.gen_history = m->gens.history;
+		hello.gen_since = m->gens.since;
+		hello.dirty_regions = sec_own_bitmap(m, NULL);
+		hello.discard_my_data = m->discard_my_data;
 		n = b ? wire_encode_hello(b, 256, &hello) : -ENOSPC;
 	}
 	if (n < 0) {
@@ -534,6 +614,10 @@ static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hell
 	snprintf(m->primary_node, sizeof(m->primary_node), "%s", h->node);
 	c->up = true;
 	c->first_data = true;
+	if (conn_send_own_bitmap(m, c) < 0) {
+		conn_close(m, "cannot send this node's bitmap");
+		return;
+	}
 	m->primary_connects++;
 	log_info("%s: primary %s (%s) connected, %s mode", m->cfg->resource, h->node, c->addr,
 		 peer_mode_name(c->mode));
@@ -630,6 +714,35 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 	x->lnext++;
 }
 
+/*
+ * The primary says this copy is complete in its generation gen: adopt it,
+ * forget our own bitmap (the primary resynced those regions) and any
+ * request to discard our data.
+ */
+static int sec_adopt(struct manager *m, uint64_t gen)
+{
+	char err[256];
+	int r;
+
+	if (gen && (gen != m->gens.current || m->gens.bitmap || m->gens.history)) {
+		m->gens = (struct gens) { .current = gen, .since = (uint64_t)time(NULL) };
+		r = gens_save(m);
+		if (r < 0)
+			return r;
+		log_info("%s: this copy now belongs to data generation %016" PRIx64,
+			 m->cfg->resource, gen);
+	}
+	if (strcmp(m->cfg->meta_device, "-") && sec_own_bitmap(m, NULL)) {
+		r = md_update(m->cfg->meta_device, NULL, true, err, sizeof(err));
+		if (r < 0)
+			return log_error_errno(r, "%s: %s", m->cfg->resource, err);
+	}
+	m->discard_my_data = false;
+	if (!m->consistent)
+		return sec_set_consistent(m, true);
+	return state_save(m, m->state_durable);
+}
+
 /* ---- resync requests ----------------------------------------------------------- */
 
 static void rs_queue(struct manager *m, struct conn *c, const struct rs_req *req)
@@ -676,7 +789,7 @@ static void rs_run(struct manager *m)
 						"cannot flush the device");
 				return;
 			}
-			if (q->done && sec_set_consistent(m, true) < 0) {
+			if (q->done && sec_adopt(m, q->gen) < 0) {
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot save the state");
 				return;
@@ -825,6 +938,7 @@ static void conn_read(struct manager *m)
 				rs_queue(m, c, &(struct rs_req) {
 					.flush = true, .id = msg.frame->resync_flush->id,
 					.done = msg.frame->resync_flush->done,
+					.gen = msg.frame->resync_flush->gen,
 				});
 			}
 			break;
@@ -1017,6 +1131,9 @@ int secondary_start(struct manager *m)
 		return log_error_errno(-errno, "%s: state directory %s", m->cfg->resource,
 				       m->cfg->state_dir);
 	state_load(m);
+	r = gens_load(m);
+	if (r < 0)
+		return r;
 	r = secondary_listen(m);
 	if (r < 0)
 		return r;
@@ -1043,6 +1160,7 @@ void secondary_status(struct manager *m, struct json_object *o)
 	json_object_object_add(o, "device", json_object_new_string(m->cfg->device));
 	json_object_object_add(o, "disk", json_object_new_string(m->consistent ? "UpToDate" :
 								     "Inconsistent"));
+	json_object_object_add(o, "discard_my_data", json_object_new_boolean(m->discard_my_data));
 	json_object_object_add(o, "resync_blocks", json_object_new_uint64(m->rs_blocks));
 	json_object_object_add(o, "resync_bytes", json_object_new_uint64(m->rs_bytes));
 	json_object_object_add(o, "hash_requests", json_object_new_uint64(m->hash_requests));
@@ -1060,6 +1178,27 @@ void secondary_status(struct manager *m, struct json_object *o)
 		m->apply ? p.durable : m->state_durable));
 	json_object_object_add(po, "connects", json_object_new_uint64(m->primary_connects));
 	json_object_object_add(o, "primary", po);
+}
+
+/*
+ * replctl discard-my-data: the next handshake tells the primary that this
+ * copy's own changes may go (split brain resolved in the primary's favour).
+ */
+int secondary_discard_my_data(struct manager *m, char *err, size_t len)
+{
+	int r;
+
+	m->discard_my_data = true;
+	r = state_save(m, m->state_durable);
+	if (r < 0) {
+		snprintf(err, len, "cannot save the state: %s", strerror(-r));
+		return r;
+	}
+	log_warning("%s: this copy's changes will be discarded at the next connection",
+		    m->cfg->resource);
+	if (m->conn)
+		conn_close(m, "discard-my-data: reconnect with the new state");
+	return 0;
 }
 
 void secondary_free(struct manager *m)

@@ -256,7 +256,7 @@ static int error_check(const Dmrepl__V1__Error *e, char *reason, size_t rlen)
 	size_t len = e->reason ? strlen(e->reason) : 0;
 
 	if ((int)e->code < DMREPL__V1__ERROR__CODE__CODE_UNSPECIFIED ||
-	    (int)e->code > DMREPL__V1__ERROR__CODE__CODE_BUSY)
+	    (int)e->code > DMREPL__V1__ERROR__CODE__CODE_DIVERGED)
 		return fail(reason, rlen, -EPROTO, "Error code %d unknown",
 			    (int)e->code);
 	if (len > WIRE_MAX_REASON)
@@ -325,6 +325,16 @@ int wire_frame_check(const Dmrepl__V1__Frame *f, char *reason,
 	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED:
 		if (!f->resync_flushed)
 			break;
+		return 0;
+	case DMREPL__V1__FRAME__MSG_PEER_BITMAP:
+		if (!f->peer_bitmap)
+			break;
+		if (f->peer_bitmap->bits.len > WIRE_MAX_BITMAP ||
+		    f->peer_bitmap->region_shift < 12 || f->peer_bitmap->region_shift > 30 ||
+		    f->peer_bitmap->first_region > (UINT64_MAX >> 4))
+			return fail(reason, reason_len, -EPROTO,
+				    "PeerBitmap of %zu bytes, region shift %" PRIu32,
+				    f->peer_bitmap->bits.len, f->peer_bitmap->region_shift);
 		return 0;
 	case DMREPL__V1__FRAME__MSG__NOT_SET:
 		return fail(reason, reason_len, -EPROTO,
@@ -472,13 +482,15 @@ ssize_t wire_encode_hash_request(uint8_t *buf, size_t len, uint64_t id,
 	return wire_encode(&f, buf, len);
 }
 
-ssize_t wire_encode_resync_flush(uint8_t *buf, size_t len, uint64_t id, bool done)
+ssize_t wire_encode_resync_flush(uint8_t *buf, size_t len, uint64_t id, bool done,
+				 uint64_t gen)
 {
 	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__ResyncFlush m = DMREPL__V1__RESYNC_FLUSH__INIT;
 
 	m.id = id;
 	m.done = done;
+	m.gen = gen;
 	f.msg_case = DMREPL__V1__FRAME__MSG_RESYNC_FLUSH;
 	f.resync_flush = &m;
 	return wire_encode(&f, buf, len);
@@ -497,6 +509,24 @@ ssize_t wire_encode_hash_reply(uint8_t *buf, size_t len, uint64_t id,
 	m.hash = (uint64_t *)hash;
 	f.msg_case = DMREPL__V1__FRAME__MSG_HASH_REPLY;
 	f.hash_reply = &m;
+	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_peer_bitmap(uint8_t *buf, size_t len, uint64_t first_region,
+				uint32_t region_shift, const uint8_t *bits, size_t nbytes, bool last)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__PeerBitmap m = DMREPL__V1__PEER_BITMAP__INIT;
+
+	if (nbytes > WIRE_MAX_BITMAP)
+		return -EINVAL;
+	m.first_region = first_region;
+	m.region_shift = region_shift;
+	m.bits.data = (uint8_t *)bits;
+	m.bits.len = nbytes;
+	m.last = last;
+	f.msg_case = DMREPL__V1__FRAME__MSG_PEER_BITMAP;
+	f.peer_bitmap = &m;
 	return wire_encode(&f, buf, len);
 }
 
@@ -627,7 +657,7 @@ static int frame_scan(const uint8_t *p, size_t n, char *reason, size_t rlen)
 		return fail(reason, rlen, -EPROTO,
 			    "frame is not a protobuf message");
 	if (top.number < DMREPL__V1__FRAME__MSG_HELLO ||
-	    top.number > DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED || top.wire_type != 2)
+	    top.number > DMREPL__V1__FRAME__MSG_PEER_BITMAP || top.wire_type != 2)
 		return fail(reason, rlen, -EPROTO,
 			    "Frame field %" PRIu64 " (wire type %u) unknown",
 			    top.number, top.wire_type);

@@ -74,6 +74,8 @@
 #define WIRE_OP_RESYNC		16U
 /* HashRequest / HashReply: at most this many hashes */
 #define WIRE_MAX_HASHES		256U
+/* PeerBitmap: at most this many bytes of bits per frame */
+#define WIRE_MAX_BITMAP		2048U
 /* Read-ahead buffer of a reader (plus WIRE_MAX_PAYLOAD in buffer mode). */
 #define WIRE_READ_BUF		(64U * 1024U)
 
@@ -105,7 +107,10 @@ ssize_t wire_encode_resync_begin(uint8_t *buf, size_t len, uint64_t id, bool ful
 ssize_t wire_encode_hash_request(uint8_t *buf, size_t len, uint64_t id,
 				 uint64_t sector, uint32_t nr_sectors,
 				 uint32_t block_sectors);
-ssize_t wire_encode_resync_flush(uint8_t *buf, size_t len, uint64_t id, bool done);
+ssize_t wire_encode_resync_flush(uint8_t *buf, size_t len, uint64_t id, bool done,
+				 uint64_t gen);
+ssize_t wire_encode_peer_bitmap(uint8_t *buf, size_t len, uint64_t first_region,
+				uint32_t region_shift, const uint8_t *bits, size_t nbytes, bool last);
 ssize_t wire_encode_hash_reply(uint8_t *buf, size_t len, uint64_t id,
 			       const uint64_t *hash, size_t n);
 ssize_t wire_encode_resync_flushed(uint8_t *buf, size_t len, uint64_t id);

@@ -23,7 +23,7 @@ pass "full initial sync of a device with other data, under writes"
 secondary_stop beta
 
 # --- 2. bitmap resync of unlogged writes
-rm -f alpha.img beta.img state-beta/r0.state
+rm -f alpha.img beta.img state-beta/r0.state state-beta/r0.gens state-alpha/r0.gens
 secondary beta
 primary_config beta:async
 "$SIM" -c alpha.conf --dev alpha.img --seed 22 --count 800 --max-kb 64 --gap-at 400 \
@@ -42,7 +42,7 @@ pass "bitmap resync of the unlogged writes ($sent KiB), byte-equal"
 secondary_stop beta
 
 # --- 3. checksums first, devices nearly equal
-rm -f state-beta/r0.state
+rm -f state-beta/r0.state state-beta/r0.gens state-alpha/r0.gens
 cp alpha.img beta.img
 printf 'different' | dd of=beta.img bs=1 seek=$((5 * 1048576 + 100)) conv=notrunc status=none
 INITIAL_SYNC=full RESYNC_CHECKSUMS=true primary_config beta:async

@@ -89,6 +89,7 @@ node = "alpha";
 role = "primary";
 device = "$T/alpha.img";
 control-socket = "$T/alpha.sock";
+state-dir = "$T/state-alpha";
 ring-size-mb = ${RING_MB:-16};
 keepalive-ms = 200;
 peer-timeout-ms = 2000;

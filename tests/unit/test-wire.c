@@ -965,7 +965,7 @@ static void test_malformed(void)
 				      (Dmrepl__V1__Mode)7), -EINVAL);
 
 	/* Error */
-	bad_error("Error code 8", 8, "x", "Error code 8 unknown");
+	bad_error("Error code 9", 9, "x", "Error code 9 unknown");
 	bad_error("Error code -1", -1, "", "Error code -1 unknown");
 	memset(big, 'e', 257);
 	big[257] = '\0';
@@ -1224,7 +1224,7 @@ static void test_encoders(void)
 		close(sv[0]);
 		close(sv[1]);
 	}
-	CHECK_RC(wire_encode_error(b, sizeof(b), (Dmrepl__V1__Error__Code)8,
+	CHECK_RC(wire_encode_error(b, sizeof(b), (Dmrepl__V1__Error__Code)9,
 				   "x"), -EINVAL);
 
 	/* names */
