@@ -146,7 +146,7 @@ static const char *const root_keys[] = {
 	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
-	"initial-sync", "after-split-brain", NULL,
+	"initial-sync", "after-split-brain", "dm-name", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -284,6 +284,12 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if (!config_name_valid(c->resource))
 		return cfg_fail(x, root, "resource '%s': 1-64 characters of A-Z a-z 0-9 . _ -",
 				c->resource);
+	strcpy(c->dm_name, c->resource);
+	if ((r = cfg_string(x, root, "dm-name", false, c->dm_name, sizeof(c->dm_name))) < 0)
+		return r;
+	if (!config_name_valid(c->dm_name))
+		return cfg_fail(x, config_setting_get_member(root, "dm-name"),
+				"dm-name '%s': 1-64 characters of A-Z a-z 0-9 . _ -", c->dm_name);
 	if ((r = cfg_string(x, root, "node", true, c->node, sizeof(c->node))) < 0)
 		return r;
 	if (!config_name_valid(c->node))

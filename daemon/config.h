@@ -53,6 +53,7 @@ struct config_peer {
 struct config {
 	char path[PATH_MAX];
 	char resource[CONFIG_NAME_MAX + 1];
+	char dm_name[CONFIG_NAME_MAX + 1];	/* the repl device: /dev/mapper/<dm_name> */
 	char node[CONFIG_NAME_MAX + 1];
 	enum repl_role role;
 	char device[PATH_MAX];		/* the backing (data) device */

@@ -144,6 +144,13 @@ static struct json_object *ctl_handle(struct manager *m, struct json_object *req
 		return ctl_error("request without \"cmd\"");
 	if (!strcmp(cmd, "status"))
 		return manager_status_json(m);
+	if (!strcmp(cmd, "primary") || !strcmp(cmd, "secondary")) {
+		r = manager_request_role(m, !strcmp(cmd, "primary") ? ROLE_PRIMARY : ROLE_SECONDARY,
+					 err, sizeof(err));
+		if (r < 0)
+			return ctl_error(err);
+		return manager_status_json(m);
+	}
 	if (!strcmp(cmd, "discard-my-data")) {
 		if (m->cfg->role != ROLE_SECONDARY)
 			return ctl_error("discard-my-data is for a secondary: make this node secondary first");

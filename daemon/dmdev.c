@@ -98,7 +98,10 @@ int dmdev_create(const char *name, const char *uuid, const struct dmdev_table *t
 		goto out;
 	if (!dm_task_set_cookie(dmt, &cookie, 0))
 		goto out;
-	r = dm_task_run(dmt) ? 0 : -EIO;
+	if (dm_task_run(dmt))
+		r = 0;
+	else
+		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
 	dm_udev_wait(cookie);
 out:
 	dm_task_destroy(dmt);
@@ -116,7 +119,10 @@ int dmdev_remove(const char *name)
 		return -ENOMEM;
 	if (!dm_task_set_cookie(dmt, &cookie, 0))
 		goto out;
-	r = dm_task_run(dmt) ? 0 : -EIO;
+	if (dm_task_run(dmt))
+		r = 0;
+	else
+		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
 	dm_udev_wait(cookie);
 out:
 	dm_task_destroy(dmt);

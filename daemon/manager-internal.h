@@ -121,6 +121,8 @@ struct manager {
 	struct ev ev_signal, ev_timer, ev_ring, ev_ctl;
 	bool stop;			/* leave the loop now */
 	bool draining;			/* SIGTERM: finish what is in flight */
+	bool switch_pending;		/* replctl primary/secondary: after the drain */
+	enum repl_role switch_to;
 	uint64_t drain_deadline_ms;
 	uint64_t drain_target;		/* primary: prod at SIGTERM */
 	int exit_code;
@@ -174,6 +176,7 @@ struct manager {
 	char primary_node[CONFIG_NAME_MAX + 1];
 	uint64_t primary_connects;
 	bool consistent;		/* persisted: no resync pending */
+	bool demoted;			/* was the primary a moment ago: consistent */
 	bool discard_my_data;		/* persisted: give up this copy's changes */
 	struct sec_xlate *xl;		/* engine sequence -> stream sequence */
 	struct sec_rs *rs;		/* resync requests waiting for writes */
@@ -200,6 +203,9 @@ int primary_set_mode(struct manager *m, const char *peer, const char *mode, char
 int primary_connect(struct manager *m, const char *peer, bool up, char *err, size_t len);
 int primary_resync(struct manager *m, const char *peer, enum rs_kind kind, char *err, size_t len);
 void primary_free(struct manager *m);
+
+/* manager.c */
+int manager_request_role(struct manager *m, enum repl_role role, char *err, size_t len);
 
 /* genstore.c */
 int gens_load(struct manager *m);

@@ -20,6 +20,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "dmdev.h"
 #include "log.h"
 #include "manager-internal.h"
 #include "ring.h"
@@ -85,7 +86,7 @@ int manager_new(struct config *cfg, struct manager **ret)
 	m->ev_ring.kind = EV_RING;
 	m->ev_ctl.kind = EV_CTL_LISTEN;
 	m->ev_apply.kind = EV_APPLY;
-	snprintf(m->dm_name, sizeof(m->dm_name), "%s", cfg->resource);
+	snprintf(m->dm_name, sizeof(m->dm_name), "%s", cfg->dm_name);
 	*ret = m;
 	return 0;
 }
@@ -312,6 +313,45 @@ int manager_run(struct manager *m)
 		}
 	}
 	return m->exit_code;
+}
+
+void manager_set_demoted(struct manager *m)
+{
+	m->demoted = true;
+}
+
+int manager_switch_role(const struct manager *m)
+{
+	return m->switch_pending ? (int)m->switch_to : 0;
+}
+
+/* replctl primary / secondary: finish what is in flight, then switch. */
+int manager_request_role(struct manager *m, enum repl_role role, char *err, size_t len)
+{
+	if (m->cfg->role == role) {
+		snprintf(err, len, "%s is already %s here", m->cfg->resource, role_name(role));
+		return -EALREADY;
+	}
+	if (m->draining) {
+		snprintf(err, len, "%s is stopping", m->cfg->resource);
+		return -EBUSY;
+	}
+	if (role == ROLE_SECONDARY && !m->ring_from_caller) {
+		struct dmdev_info info;
+
+		if (dmdev_get(m->dm_name, &info) == 0 && info.exists && info.open_count > 0) {
+			snprintf(err, len, "/dev/mapper/%s is open (%d users: mounted, or used by LVM?): stop using it first",
+				 m->dm_name, info.open_count);
+			return -EBUSY;
+		}
+	}
+	m->switch_pending = true;
+	m->switch_to = role;
+	m->draining = true;
+	m->drain_deadline_ms = now_ms() + m->cfg->drain_timeout_ms;
+	log_info("%s: becoming %s: finishing what is in flight", m->cfg->resource, role_name(role));
+	sd_notifyf(0, "STATUS=%s: becoming %s", m->cfg->resource, role_name(role));
+	return 0;
 }
 
 void manager_free(struct manager *m)

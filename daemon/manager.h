@@ -50,6 +50,16 @@ void manager_use_ring(struct manager *m, struct ring *r,
 int manager_start(struct manager *m);
 /* Run until SIGTERM/SIGINT (drain first) or a fatal error.  Logs. */
 int manager_run(struct manager *m);
+
+/*
+ * After manager_run(): the role the administrator switched to (replctl
+ * primary / secondary), or 0.  The caller starts a new manager in it.
+ */
+int manager_switch_role(const struct manager *m);
+
+/* Before manager_start() of a secondary that was the primary until now:
+ * its copy is the consistent one. */
+void manager_set_demoted(struct manager *m);
 /* Ask the loop to stop (from another thread: tests). */
 void manager_stop(struct manager *m);
 

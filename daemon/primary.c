@@ -1049,7 +1049,7 @@ static int primary_open_device(struct manager *m, dev_t *ret)
 			return log_error_errno(r, "%s: size of %s", c->resource, c->device);
 		for (i = 0; i < c->nr_peers; i++)
 			sync |= c->peers[i].mode != PEER_ASYNC;
-		snprintf(uuid, sizeof(uuid), "REPL-%s", c->resource);
+		snprintf(uuid, sizeof(uuid), "REPL-%s", c->dm_name);
 		r = dmdev_create(m->dm_name, uuid, &(struct dmdev_table) {
 			.data_dev = c->device,
 			.meta_dev = c->meta_device,

@@ -43,6 +43,8 @@ static void usage(FILE *f)
 	      "  disconnect <resource> <peer>           stop replicating to a peer\n"
 	      "  resync <resource> <peer> [--full] [--wait]  bitmap (or full) resync now\n"
 	      "  verify <resource> <peer> [--wait]      compare by hashes, mark differences\n"
+	      "  primary <resource>                     promote: bring up the repl device here\n"
+	      "  secondary <resource>                   demote: remove it, receive from a peer\n"
 	      "  discard-my-data <resource>             (secondary) give up this copy's changes\n"
 	      "                                         after a split brain\n"
 	      "  create-md <resource> [--force]         write metadata to the resource's meta-device\n"
@@ -55,6 +57,8 @@ static void usage(FILE *f)
 }
 
 /* Send one request, read one JSON reply.  Clear errors when repld is absent. */
+static bool ctl_quiet;	/* no message when repld is not (yet) there */
+
 static int ctl_call(const char *resource, const char *sock, struct json_object *req,
 		    struct json_object **ret)
 {
@@ -80,7 +84,9 @@ static int ctl_call(const char *resource, const char *sock, struct json_object *
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		r = -errno;
-		if (r == -ENOENT || r == -ECONNREFUSED)
+		if (ctl_quiet)
+			;
+		else if (r == -ENOENT || r == -ECONNREFUSED)
 			fprintf(stderr, "replctl: %s: repld is not running for this resource (%s: %s)\n"
 				"         start it with: systemctl start repld@%s\n",
 				resource, path, strerror(-r), resource);
@@ -99,7 +105,8 @@ static int ctl_call(const char *resource, const char *sock, struct json_object *
 	pfd.events = POLLIN;
 	for (;;) {
 		if (poll(&pfd, 1, 10000) <= 0) {
-			fprintf(stderr, "replctl: %s: repld did not answer\n", resource);
+			if (!ctl_quiet)
+				fprintf(stderr, "replctl: %s: repld did not answer\n", resource);
 			close(fd);
 			free(buf);
 			return -ETIMEDOUT;
@@ -351,6 +358,44 @@ static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const cha
 	return 0;
 }
 
+static int ctl_call_quiet(const char *resource, const char *sock, struct json_object *req,
+			  struct json_object **ret)
+{
+	int r;
+
+	ctl_quiet = true;
+	r = ctl_call(resource, sock, req, ret);
+	ctl_quiet = false;
+	return r;
+}
+
+/* After primary / secondary: until repld runs in the new role (60 s). */
+static int wait_role(const char *res, const char *sock, const char *role)
+{
+	int i;
+
+	for (i = 0; i < 600; i++) {
+		struct json_object *req = json_object_new_object(), *reply = NULL;
+		int r;
+
+		json_object_object_add(req, "cmd", json_object_new_string("status"));
+		r = ctl_call_quiet(res, sock, req, &reply);
+		json_object_put(req);
+		if (r == 0) {
+			bool done = !strcmp(jstr(reply, "role"), role);
+
+			json_object_put(reply);
+			if (done) {
+				printf("%s: %s\n", res, role);
+				return 0;
+			}
+		}
+		usleep(100 * 1000);
+	}
+	fprintf(stderr, "replctl: %s: repld did not become %s in 60 s (see its log)\n", res, role);
+	return -ETIMEDOUT;
+}
+
 /* A command on a resource without further arguments. */
 static int cmd_simple(const char *cmd, int argc, char **argv, bool json, const char *sock)
 {
@@ -564,7 +609,8 @@ static int md_args_parse(int argc, char **argv, struct md_args *a)
 		}
 		a->meta = a->meta ? a->meta : a->cfg->meta_device;
 		a->data = a->data ? a->data : a->cfg->device;
-		a->resource = a->resource ? a->resource : a->cfg->resource;
+		/* the metadata names the repl device (dm-name, by default the resource) */
+		a->resource = a->resource ? a->resource : a->cfg->dm_name;
 		a->region_kb = a->cfg->region_kb;
 	}
 	return 0;
@@ -715,6 +761,13 @@ static int run(int argc, char **argv)
 		return cmd_resync(cmd, argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "discard-my-data"))
 		return cmd_simple(cmd, argc - optind, argv + optind, json, sock);
+	if (!strcmp(cmd, "primary") || !strcmp(cmd, "secondary")) {
+		int r = cmd_simple(cmd, argc - optind, argv + optind, false, sock);
+
+		if (r < 0)
+			return r;
+		return wait_role(argv[optind], sock, cmd);
+	}
 	if (!strcmp(cmd, "create-md"))
 		return cmd_create_md(argc - optind, argv + optind);
 	if (!strcmp(cmd, "dump-md"))

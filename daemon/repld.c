@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "dmdev.h"
 #include "log.h"
 #include "manager.h"
 
@@ -96,15 +97,49 @@ static int run(int argc, char **argv)
 		config_free(cfg);
 		return 0;
 	}
-	r = manager_new(cfg, &m);
-	if (r < 0) {
-		config_free(cfg);
-		return log_error_errno(r, "manager");
+	bool demoted = false;
+
+	for (;;) {
+		char cpath[4096], dm_name[80];
+		bool demote;
+		int role;
+
+		r = manager_new(cfg, &m);
+		if (r < 0) {
+			config_free(cfg);
+			return log_error_errno(r, "manager");
+		}
+		if (demoted)
+			manager_set_demoted(m);
+		r = manager_start(m);
+		if (r < 0)
+			return r;
+		r = manager_run(m);
+		role = manager_switch_role(m);
+		if (r < 0 || !role)
+			return r;
+		/* replctl primary / secondary: the same configuration, the other role */
+		snprintf(cpath, sizeof(cpath), "%s", cfg->path);
+		snprintf(dm_name, sizeof(dm_name), "%s", cfg->dm_name);
+		demote = cfg->role == ROLE_PRIMARY;
+		manager_free(m);
+		m = NULL;
+		if (demote) {
+			r = dmdev_remove(dm_name);
+			if (r < 0)
+				return log_error_errno(r, "becoming secondary: removing /dev/mapper/%s",
+						       dm_name);
+			log_info("removed /dev/mapper/%s", dm_name);
+		}
+		r = config_load(cpath, &cfg, err, sizeof(err));
+		if (r < 0) {
+			log_error("%s", err);
+			return r;
+		}
+		cfg->role = (enum repl_role)role;
+		demoted = demote;
+		log_info("%s: switching to the %s role", cfg->resource, role_name(cfg->role));
 	}
-	r = manager_start(m);
-	if (r < 0)
-		return r;
-	return manager_run(m);
 }
 
 int main(int argc, char **argv)

@@ -679,9 +679,16 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 			return;
 		}
 		if (!x->started) {
-			/* the primary chose where the stream resumes */
+			/* the primary chose where the stream resumes: what is
+			 * below counts as here (it resyncs what is not) */
 			x->started = true;
 			x->wbase = d->seq;
+			if (m->state_durable < d->seq && state_save(m, d->seq) < 0) {
+				apply_buf_put(m->apply, buf);
+				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+						"cannot save the state");
+				return;
+			}
 		}
 		if (xl_record(x, d->seq) < 0) {
 			apply_buf_put(m->apply, buf);
@@ -1134,6 +1141,15 @@ int secondary_start(struct manager *m)
 	r = gens_load(m);
 	if (r < 0)
 		return r;
+	if (m->demoted) {
+		/* the primary until now: its copy is the consistent one; its
+		 * own bitmap goes to the next primary */
+		m->consistent = true;
+		m->discard_my_data = false;
+		r = state_save(m, m->state_durable);
+		if (r < 0)
+			return log_error_errno(r, "%s: saving the state", m->cfg->resource);
+	}
 	r = secondary_listen(m);
 	if (r < 0)
 		return r;

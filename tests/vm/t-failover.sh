@@ -1,0 +1,160 @@
+#!/bin/sh
+# Roles, generations, resync and verify with the real module, two nodes in
+# one guest on loopback: alpha (data vda, repl device "ra") and beta (data
+# vdb, "rb"), each with its own metadata device.
+#  1. in sync; verify finds nothing; a block changed behind beta's back is
+#     found by verify, marked and resynced;
+#  2. beta cut off, alpha writes; beta promoted (replctl primary) writes;
+#     beta demoted, alpha reconnects: split brain, refused, both data
+#     untouched; beta discards its data: a bitmap resync (no full sync)
+#     makes both equal, beta's changes gone, alpha's there;
+#  3. failover and rejoin: alpha demoted, beta promoted and written to;
+#     alpha rejoins as a secondary with a bitmap resync;
+#  4. unclean restart of the primary (its metadata as a power loss leaves
+#     it): only the bitmap's regions are resynced.
+# shellcheck disable=SC1091
+. "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+
+REPLD=$DMREPL_BUILD_DIR/daemon/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+C=/tmp/conf
+mkdir -p $C /run/dm-repl
+truncate -s 8M /tmp/ma.img /tmp/mb.img
+MA=$(losetup -f --show /tmp/ma.img)
+MB=$(losetup -f --show /tmp/mb.img)
+MiB=1048576
+
+node_conf() {	# NAME ROLE DATA META DM LISTEN PEER PEERPORT
+	cat > $C/$1.conf <<EOC
+resource = "r0";
+node = "$1";
+role = "$2";
+device = "$3";
+meta-device = "$4";
+dm-name = "$5";
+listen = "127.0.0.1:$6";
+state-dir = "/tmp/state-$1";
+control-socket = "/run/dm-repl/$1.sock";
+ring-size-mb = 32;
+hold-timeout-ms = 2000;
+peer-timeout-ms = 2000;
+keepalive-ms = 300;
+reconnect-min-ms = 100;
+reconnect-max-ms = 500;
+initial-sync = "skip";
+peers = ( { name = "$7"; address = "127.0.0.1:$8"; mode = "sync"; } );
+EOC
+}
+node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789
+node_conf beta secondary /dev/vdb "$MB" rb 7789 alpha 7790
+"$REPLCTL" create-md --meta "$MA" --data /dev/vda --resource ra > /dev/null || fail "create-md alpha"
+"$REPLCTL" create-md --meta "$MB" --data /dev/vdb --resource rb > /dev/null || fail "create-md beta"
+
+ctl() { n=$1; shift; "$REPLCTL" -s "/run/dm-repl/$n.sock" "$@"; }
+st() { ctl "$1" --json status | jq -r "$2"; }
+start() {	# NAME : start its repld, wait until its control socket answers
+	"$REPLD" -c "$C/$1.conf" >> "/tmp/$1.log" 2>&1 &
+	eval "PID_$1=$!"
+	wait_for 20 "ctl $1 status > /dev/null 2>&1" || { cat "/tmp/$1.log"; fail "$1 did not start"; }
+}
+connected() {	# PRIMARY PEER : connected and UpToDate, no resync running
+	wait_for "${3:-60}" "[ \"\$(st $1 '.peers[] | select(.name == \"$2\") | .connection + \" \" + .disk + \" \" + (.resync.kind // \"-\")')\" = 'Connected UpToDate -' ]"
+}
+same() {	# BYTES : vda and vdb equal over the first BYTES
+	blockdev --flushbufs /dev/vda /dev/vdb
+	cmp -n "$1" /dev/vda /dev/vdb
+}
+sum() { dd if="$1" bs=1M count="$3" skip="$2" status=none iflag=direct | md5sum | cut -d' ' -f1; }
+
+start beta
+start alpha
+connected alpha beta || { cat /tmp/alpha.log; fail "alpha and beta not in sync"; }
+[ "$(st alpha .role)" = primary ] && [ "$(st beta .role)" = secondary ] || fail "roles"
+dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=16 oflag=direct status=none
+connected alpha beta
+wait_for 20 "[ \"\$(st alpha '.peers[0].durable')\" = \"\$(st alpha .target.head)\" ]" || fail "not durable"
+same $((32 * MiB)) || fail "replica differs"
+pass "two nodes in sync, generation $(st alpha .generation.current)"
+
+# --- 1. verify
+ctl alpha verify r0 beta --wait > /tmp/v1.txt 2>/tmp/v1.err || { cat /tmp/v1.txt /tmp/alpha.log; fail "verify"; }
+grep -q "verify done, 0 regions differ" /tmp/v1.txt || fail "verify of equal copies: $(cat /tmp/v1.txt)"
+printf 'rot' | dd of=/dev/vdb bs=1 seek=$((5 * MiB + 777)) conv=notrunc status=none
+blockdev --flushbufs /dev/vdb
+ctl alpha verify r0 beta --wait > /tmp/v2.txt 2>/tmp/v2.err || fail "verify 2"
+grep -q "verify done, 1 regions differ" /tmp/v2.txt || fail "verify missed a damaged block: $(cat /tmp/v2.txt)"
+connected alpha beta || fail "no resync after verify"
+same $((32 * MiB)) || fail "the damaged block was not repaired"
+pass "verify finds a damaged block on the peer, marks it, resync repairs it"
+
+# --- 2. split brain
+ctl alpha disconnect r0 beta > /dev/null
+dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=2 seek=20 oflag=direct status=none	# D2
+ctl beta primary r0 > /dev/null || { cat /tmp/beta.log; fail "beta not promoted"; }
+[ -b /dev/mapper/rb ] || fail "beta's repl device missing"
+dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=1 seek=40 oflag=direct status=none	# D3
+[ "$(st beta .generation.current)" != "$(st alpha .generation.current)" ] || fail "beta kept alpha's generation"
+ctl beta secondary r0 > /dev/null || { cat /tmp/beta.log; fail "beta not demoted"; }
+[ ! -e /dev/mapper/rb ] || fail "beta's repl device still there"
+a_before=$(sum /dev/vda 0 48) b_before=$(sum /dev/vdb 0 48)
+ctl alpha connect r0 beta > /dev/null
+wait_for 20 "grep -q 'split brain: both alpha and beta wrote' /tmp/alpha.log" ||
+	{ cat /tmp/alpha.log; fail "split brain not detected"; }
+sleep 2
+[ "$(st alpha '.peers[0].connection')" = StandAlone ] || fail "alpha keeps trying after a split brain"
+grep -q "discard-my-data" /tmp/alpha.log || fail "no resolution hint"
+[ "$(sum /dev/vda 0 48)" = "$a_before" ] && [ "$(sum /dev/vdb 0 48)" = "$b_before" ] ||
+	fail "data touched after a split brain"
+pass "split brain detected, replication refused, both copies untouched"
+
+ctl beta discard-my-data r0 > /dev/null || fail "discard-my-data"
+ctl alpha connect r0 beta > /dev/null
+connected alpha beta || { cat /tmp/alpha.log; fail "no resync after discard-my-data"; }
+grep -q "full sync" /tmp/alpha.log && fail "a full sync where a bitmap resync does: $(grep -B3 'full sync' /tmp/alpha.log)"
+same $((48 * MiB)) || fail "copies differ after resolving the split brain"
+[ "$(sum /dev/vda 0 48)" = "$a_before" ] || fail "alpha's data changed"
+pass "split brain resolved by discard-my-data: bitmap resync, alpha's data on both"
+
+# --- 3. failover and rejoin
+ctl alpha secondary r0 > /dev/null || { cat /tmp/alpha.log; fail "alpha not demoted"; }
+ctl beta primary r0 > /dev/null || { cat /tmp/beta.log; fail "beta not promoted"; }
+connected beta alpha || { cat /tmp/beta.log; fail "alpha did not join beta"; }
+dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=3 seek=30 oflag=direct status=none
+connected beta alpha
+wait_for 20 "[ \"\$(st beta '.peers[0].durable')\" = \"\$(st beta .target.head)\" ]" || fail "not durable on alpha"
+same $((48 * MiB)) || fail "alpha differs from the new primary"
+! grep -q "full sync" /tmp/beta.log || fail "full sync on failover: $(grep -B3 'full sync' /tmp/beta.log)"
+pass "failover: beta primary, alpha rejoined as its secondary without a full sync"
+
+# back: alpha primary again, and an unclean restart of it
+ctl beta secondary r0 > /dev/null || fail "beta not demoted again"
+ctl alpha primary r0 > /dev/null || fail "alpha not promoted again"
+connected alpha beta || fail "beta did not join alpha"
+
+# --- 4. unclean restart: the metadata as a power loss leaves it
+fio --name=w --filename=/dev/mapper/ra --rw=randwrite --bs=4k --iodepth=8 --direct=1 \
+	--ioengine=libaio --size=64M --offset=64M --runtime=3 --time_based --eta=never \
+	--output=/tmp/fio.txt &
+FIO=$!
+sleep 2
+cp /tmp/ma.img /tmp/ma-crash.img		# bits durable before each write
+kill -9 "$PID_alpha"
+wait "$FIO"
+dmsetup remove ra || fail "remove ra"
+losetup -d "$MA"
+cp /tmp/ma-crash.img /tmp/ma.img
+MA=$(losetup -f --show /tmp/ma.img)
+node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789
+bits=$("$REPLCTL" --json dump-md --meta "$MA" | jq .set_regions)
+[ "$bits" -gt 0 ] || fail "no bits in the crashed metadata"
+: > /tmp/alpha.log
+start alpha
+connected alpha beta 120 || { cat /tmp/alpha.log; fail "no resync after the unclean restart"; }
+grep -q "bitmap resync of" /tmp/alpha.log || fail "no bitmap resync: $(grep peer /tmp/alpha.log)"
+! grep -q "full sync" /tmp/alpha.log || fail "a full sync after an unclean restart: $(grep -B3 'full sync' /tmp/alpha.log)"
+same $((128 * MiB)) || fail "copies differ after the unclean restart"
+pass "unclean restart: bitmap resync of $bits regions' worth only, copies equal"
+
+kill "$PID_alpha" "$PID_beta"
+wait
