@@ -195,7 +195,6 @@ bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb);
 void repl_meta_defer(struct repl_ring *ring, struct bio *bio);
 void repl_meta_set_dirty_bit(struct repl_ring *ring, u64 region);
 void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region);
-void repl_meta_local_done(struct repl_ring *ring);
 int repl_meta_activate(struct repl_ring *ring);
 void repl_meta_quiesce(struct repl_ring *ring);
 void repl_meta_detach(struct repl_ring *ring);

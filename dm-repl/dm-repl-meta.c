@@ -12,14 +12,19 @@
  *    record touching the region is waiting for the peers (not released)
  *    or for its local write;
  *  - meta->ondisk: the image of the on-disk bitmap (dirty | intent, as
- *    last written or about to be).
+ *    it is to be written);
+ *  - meta->staging: the pages a metadata round is writing (a copy taken
+ *    when the round starts);
+ *  - meta->synced: the image of what is durably on disk.
  *
- * A write to a region whose bit is not yet durable is held back (deferred)
- * until a metadata round has written the bitmap page with FUA; rounds batch
- * every page dirtied meanwhile, so one metadata write covers many regions
- * and regions already set cost nothing.  Clearing is lazy: pages whose bits
- * were cleared are written by the next round, without FUA urgency for the
- * data path.
+ * A write to a region whose bit is not durable (synced, and not being
+ * cleared by the round in flight) is held back (deferred) until a metadata
+ * round has written the bitmap page with FUA; rounds batch every page
+ * dirtied meanwhile, so one metadata write covers many regions, and a write
+ * to a region whose bit is durable never waits, whatever happens to the
+ * rest of its page.  Clearing is lazy: a region's bit goes only after it
+ * was idle for two passes of the clearing work (2 to 4 s), so a hot
+ * region keeps its bit and costs no metadata write.
  *
  * Locking: the bitmaps and the deferred list are under ring->lock; metadata
  * I/O is serialized by meta->io_lock (work items, activate, quiesce).
@@ -37,6 +42,7 @@
 #include "dm-repl-core.h"
 
 #define MD_PAGE_BITS	(PAGE_SIZE * 8)
+#define MD_CLEAR_INTERVAL	(2 * HZ)
 
 struct repl_meta {
 	struct repl_ring *ring;
@@ -48,9 +54,12 @@ struct repl_meta {
 	u64 bitmap_offset;
 	u64 bitmap_bytes;
 	u32 nr_pages;
-	u8 *ondisk;			/* vmalloc, bitmap_bytes, LE bit order */
+	u8 *ondisk;			/* vmalloc, nr_pages pages, LE bit order */
+	u8 *staging;			/* the pages being written */
+	u8 *synced;			/* what is durably on disk */
 	unsigned long *intent;
-	unsigned long *touched;		/* written during a clear pass */
+	unsigned long *touched;		/* written during this clear interval */
+	unsigned long *touched_prev;	/* ... and during the one before */
 	unsigned long *busy;		/* clear pass: regions still needed */
 	unsigned long *page_dirty;	/* ondisk page changed, not written */
 	unsigned long *page_pending;	/* ondisk page being written */
@@ -63,6 +72,12 @@ struct repl_meta {
 	bool was_clean;			/* superblock said clean at load */
 	bool active;			/* resumed: the superblock says in use */
 };
+
+/* kvmalloc: a bitmap of millions of regions is more than kmalloc gives */
+static unsigned long *md_bitmap_alloc(u64 bits)
+{
+	return kvcalloc(BITS_TO_LONGS(bits), sizeof(unsigned long), GFP_KERNEL);
+}
 
 static inline u32 md_page(u64 region)
 {
@@ -128,9 +143,10 @@ static int md_write_pages(struct repl_meta *m)
 		/* one request per run of pages */
 		q = find_next_zero_bit(m->page_pending, m->nr_pages, p);
 		r = md_io(m, REQ_OP_WRITE | REQ_SYNC | REQ_FUA,
-			  m->ondisk + (u64)p * PAGE_SIZE, true,
+			  m->staging + (u64)p * PAGE_SIZE, true,
 			  m->bitmap_offset + (u64)p * PAGE_SIZE,
-			  (u64)(q - p) * PAGE_SIZE);
+			  min_t(u64, (u64)(q - p) * PAGE_SIZE,
+				m->bitmap_bytes - (u64)p * PAGE_SIZE));
 		if (r)
 			return r;
 		p = q;
@@ -174,6 +190,15 @@ static void md_fail(struct repl_meta *m, int r)
 	repl_ring_queue_work(&m->ring->event_work);
 }
 
+/* ring->lock held: copy the pages of this round (page_pending). */
+static void md_copy_pages(struct repl_meta *m, u8 *to, const u8 *from)
+{
+	u32 p;
+
+	for_each_set_bit(p, m->page_pending, m->nr_pages)
+		memcpy(to + (u64)p * PAGE_SIZE, from + (u64)p * PAGE_SIZE, PAGE_SIZE);
+}
+
 /* Write rounds until no page is dirty, releasing deferred bios. */
 static void md_work(struct work_struct *work)
 {
@@ -194,14 +219,17 @@ static void md_work(struct work_struct *work)
 		round = ++m->round_started;
 		bitmap_copy(m->page_pending, m->page_dirty, m->nr_pages);
 		bitmap_zero(m->page_dirty, m->nr_pages);
+		md_copy_pages(m, m->staging, m->ondisk);
 		spin_unlock_irq(&ring->lock);
 
 		r = md_write_pages(m);
 
 		spin_lock_irq(&ring->lock);
-		bitmap_zero(m->page_pending, m->nr_pages);
 		if (r)
 			md_fail(m, r);
+		else
+			md_copy_pages(m, m->synced, m->staging);
+		bitmap_zero(m->page_pending, m->nr_pages);
 		m->round_done = round;
 		md_take_ready(m, &ready);
 		spin_unlock_irq(&ring->lock);
@@ -221,7 +249,7 @@ bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb)
 	struct repl_meta *m = ring->meta;
 	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
 	u64 first, last, r, need = 0;
-	bool defer = false;
+	bool defer = false, pending;
 	u32 page;
 
 	if (!m || m->failed || !pb->nr_sectors || pb->sector >= ring->dev_sectors)
@@ -238,16 +266,20 @@ bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb)
 			__set_bit_le(r, m->ondisk);
 			__set_bit(page, m->page_dirty);
 		}
-		if (test_bit(page, m->page_dirty)) {
-			defer = true;
-			need = max(need, m->round_started + 1);
-		} else if (test_bit(page, m->page_pending)) {
-			defer = true;
+		pending = test_bit(page, m->page_pending);
+		/* durable, and the round in flight does not clear it */
+		if (test_bit_le(r, m->synced) && (!pending || test_bit_le(r, m->staging)))
+			continue;
+		defer = true;
+		if (pending && test_bit_le(r, m->staging)) {
 			need = max(need, m->round_started);
+		} else {
+			__set_bit(page, m->page_dirty);
+			need = max(need, m->round_started + 1);
 		}
 	}
 	if (!delayed_work_pending(&m->clear_work))
-		repl_ring_delay_work(&m->clear_work, HZ);
+		repl_ring_delay_work(&m->clear_work, MD_CLEAR_INTERVAL);
 	if (defer)
 		pb->meta_round = need;
 	return defer;
@@ -288,7 +320,7 @@ void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region)
 /*
  * Lazy clearing.  A region's intent bit may go when no record that is not
  * both released (every peer has it) and written locally touches it, and no
- * write touched it during this pass.  Records in [min(released,
+ * write touched it during this interval or the one before.  Records in [min(released,
  * local_done), reserved) are exactly the ones still needed; slots are not
  * reused below that point (ring_reserve()), so they can be read without
  * the lock.
@@ -305,6 +337,7 @@ static void md_clear_work(struct work_struct *work)
 	spin_lock_irq(&ring->lock);
 	lo = min(ring->released, ring->local_done);
 	hi = ring->reserved;
+	bitmap_copy(m->touched_prev, m->touched, ring->nr_regions);
 	bitmap_zero(m->touched, ring->nr_regions);
 	spin_unlock_irq(&ring->lock);
 
@@ -324,7 +357,8 @@ static void md_clear_work(struct work_struct *work)
 
 	spin_lock_irq(&ring->lock);
 	for_each_set_bit(r, m->intent, ring->nr_regions) {
-		if (test_bit(r, m->busy) || test_bit(r, m->touched))
+		if (test_bit(r, m->busy) || test_bit(r, m->touched) ||
+		    test_bit(r, m->touched_prev))
 			continue;
 		__clear_bit(r, m->intent);
 		m->nr_intent--;
@@ -339,7 +373,7 @@ static void md_clear_work(struct work_struct *work)
 	if (dirtied)
 		repl_ring_queue_work(&m->work);
 	if (again)
-		repl_ring_delay_work(&m->clear_work, HZ);
+		repl_ring_delay_work(&m->clear_work, MD_CLEAR_INTERVAL);
 }
 
 /* The superblock says "in use": before the first write after a resume. */
@@ -396,6 +430,11 @@ int repl_meta_set_gens(struct repl_ring *ring, const u64 *gen)
 		m->sb->gen[i] = cpu_to_le64(gen[i]);
 	r = md_write_sb(m, !m->active);
 	mutex_unlock(&m->io_lock);
+	if (r) {
+		spin_lock_irq(&ring->lock);
+		md_fail(m, r);
+		spin_unlock_irq(&ring->lock);
+	}
 	return r;
 }
 
@@ -528,14 +567,17 @@ int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,
 	if (ret)
 		return ret;
 	m->nr_pages = DIV_ROUND_UP_ULL(m->bitmap_bytes, PAGE_SIZE);
-	m->ondisk = vzalloc(m->bitmap_bytes);
-	m->intent = bitmap_zalloc(ring->nr_regions, GFP_KERNEL | __GFP_NOWARN);
-	m->touched = bitmap_zalloc(ring->nr_regions, GFP_KERNEL | __GFP_NOWARN);
-	m->busy = bitmap_zalloc(ring->nr_regions, GFP_KERNEL | __GFP_NOWARN);
-	m->page_dirty = bitmap_zalloc(m->nr_pages, GFP_KERNEL);
-	m->page_pending = bitmap_zalloc(m->nr_pages, GFP_KERNEL);
-	if (!m->ondisk || !m->intent || !m->touched || !m->busy || !m->page_dirty ||
-	    !m->page_pending) {
+	m->ondisk = vzalloc((u64)m->nr_pages * PAGE_SIZE);
+	m->staging = vzalloc((u64)m->nr_pages * PAGE_SIZE);
+	m->synced = vzalloc((u64)m->nr_pages * PAGE_SIZE);
+	m->intent = md_bitmap_alloc(ring->nr_regions);
+	m->touched = md_bitmap_alloc(ring->nr_regions);
+	m->touched_prev = md_bitmap_alloc(ring->nr_regions);
+	m->busy = md_bitmap_alloc(ring->nr_regions);
+	m->page_dirty = md_bitmap_alloc(m->nr_pages);
+	m->page_pending = md_bitmap_alloc(m->nr_pages);
+	if (!m->ondisk || !m->staging || !m->synced || !m->intent || !m->touched ||
+	    !m->touched_prev || !m->busy || !m->page_dirty || !m->page_pending) {
 		*error = "Cannot allocate the metadata bitmap";
 		return -ENOMEM;
 	}
@@ -544,6 +586,7 @@ int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,
 		*error = "Cannot read the metadata bitmap";
 		return ret;
 	}
+	memcpy(m->synced, m->ondisk, m->bitmap_bytes);
 	m->was_clean = le32_to_cpu(m->sb->flags) & DM_REPL_MD_CLEAN;
 	for (r = 0; r < ring->nr_regions; r++) {
 		r = find_next_bit_le(m->ondisk, ring->nr_regions, r);
@@ -588,11 +631,14 @@ void repl_meta_free(struct repl_ring *ring)
 		return;
 	cancel_delayed_work_sync(&m->clear_work);
 	cancel_work_sync(&m->work);
-	bitmap_free(m->page_pending);
-	bitmap_free(m->page_dirty);
-	bitmap_free(m->busy);
-	bitmap_free(m->touched);
-	bitmap_free(m->intent);
+	kvfree(m->page_pending);
+	kvfree(m->page_dirty);
+	kvfree(m->busy);
+	kvfree(m->touched_prev);
+	kvfree(m->touched);
+	kvfree(m->intent);
+	vfree(m->synced);
+	vfree(m->staging);
 	vfree(m->ondisk);
 	kfree(m->sb);
 	if (m->io)
