@@ -287,9 +287,11 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	strcpy(c->dm_name, c->resource);
 	if ((r = cfg_string(x, root, "dm-name", false, c->dm_name, sizeof(c->dm_name))) < 0)
 		return r;
-	if (!config_name_valid(c->dm_name))
-		return cfg_fail(x, config_setting_get_member(root, "dm-name"),
-				"dm-name '%s': 1-64 characters of A-Z a-z 0-9 . _ -", c->dm_name);
+	if (!config_name_valid(c->dm_name) || strlen(c->dm_name) > 63)
+		return cfg_fail(x, config_setting_get_member(root, "dm-name") ?
+				config_setting_get_member(root, "dm-name") : root,
+				"dm-name '%s': 1-63 characters of A-Z a-z 0-9 . _ - (the metadata holds the name)",
+				c->dm_name);
 	if ((r = cfg_string(x, root, "node", true, c->node, sizeof(c->node))) < 0)
 		return r;
 	if (!config_name_valid(c->node))

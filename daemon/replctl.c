@@ -571,6 +571,8 @@ static int md_args_parse(int argc, char **argv, struct md_args *a)
 	char path[4096], err[512];
 	int i, r;
 
+	bool region_given = false;
+
 	a->region_kb = 64;
 	for (i = 0; i < argc; i++) {
 		const char *o = argv[i];
@@ -583,8 +585,10 @@ static int md_args_parse(int argc, char **argv, struct md_args *a)
 			a->data = argv[++i];
 		else if (i + 1 < argc && !strcmp(o, "--resource"))
 			a->resource = argv[++i];
-		else if (i + 1 < argc && !strcmp(o, "--region-kb"))
+		else if (i + 1 < argc && !strcmp(o, "--region-kb")) {
 			a->region_kb = (unsigned int)strtoul(argv[++i], NULL, 10);
+			region_given = true;
+		}
 		else if (o[0] != '-' && !a->cfg) {
 			r = config_path(o, path, sizeof(path));
 			if (r < 0) {
@@ -611,7 +615,8 @@ static int md_args_parse(int argc, char **argv, struct md_args *a)
 		a->data = a->data ? a->data : a->cfg->device;
 		/* the metadata names the repl device (dm-name, by default the resource) */
 		a->resource = a->resource ? a->resource : a->cfg->dm_name;
-		a->region_kb = a->cfg->region_kb;
+		if (!region_given)
+			a->region_kb = a->cfg->region_kb;
 	}
 	return 0;
 }
@@ -678,6 +683,22 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 		struct json_object *o = json_object_new_object(), *runs = json_object_new_array();
 
 		json_object_object_add(o, "resource", json_object_new_string(mi.resource));
+		json_object_object_add(o, "version", json_object_new_int((int)mi.version));
+		{
+			char u[40], g[20];
+			struct json_object *ga = json_object_new_array();
+
+			for (int k = 0; k < 16; k++)
+				snprintf(u + 2 * k, 3, "%02x", mi.uuid[k]);
+			json_object_object_add(o, "uuid", json_object_new_string(u));
+			for (int k = 0; k < 4; k++) {
+				snprintf(g, sizeof(g), "%016" PRIx64, mi.gen[k]);
+				json_object_array_add(ga, json_object_new_string(g));
+			}
+			json_object_object_add(o, "gens", ga);
+			json_object_object_add(o, "bitmap_offset",
+					       json_object_new_uint64(mi.bitmap_offset));
+		}
 		json_object_object_add(o, "clean", json_object_new_boolean(mi.flags & DM_REPL_MD_CLEAN));
 		json_object_object_add(o, "events", json_object_new_uint64(mi.events));
 		json_object_object_add(o, "dev_sectors", json_object_new_uint64(mi.dev_sectors));
@@ -706,6 +727,8 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 		       mi.resource, mi.flags & DM_REPL_MD_CLEAN ? "clean" : "in-use", mi.events,
 		       mi.dev_sectors, (1ULL << mi.region_shift) >> 10, mi.nr_regions,
 		       mi.set_regions);
+		printf("  version:%u generation:%016" PRIx64 " bitmap-generation:%016" PRIx64
+		       " history:%016" PRIx64 "\n", mi.version, mi.gen[0], mi.gen[1], mi.gen[2]);
 	}
 	free(mi.bitmap);
 	return 0;
