@@ -146,7 +146,7 @@ static const char *const root_keys[] = {
 	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
-	"initial-sync", "after-split-brain", "dm-name", NULL,
+	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -317,6 +317,12 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if (strcmp(c->meta_device, "-") && c->meta_device[0] != '/')
 		return cfg_fail(x, config_setting_get_member(root, "meta-device"),
 				"meta-device: expected an absolute path or \"-\"");
+	if ((r = cfg_string(x, root, "resync-snapshot", false, c->resync_snapshot,
+			    sizeof(c->resync_snapshot))) < 0)
+		return r;
+	if (c->resync_snapshot[0] && c->resync_snapshot[0] != '/')
+		return cfg_fail(x, config_setting_get_member(root, "resync-snapshot"),
+				"resync-snapshot: expected the absolute path of a device for the snapshot's copy-on-write store");
 	if ((r = cfg_string(x, root, "listen", false, listen, sizeof(listen))) < 0)
 		return r;
 	if (r > 0) {

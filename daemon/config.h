@@ -58,6 +58,7 @@ struct config {
 	enum repl_role role;
 	char device[PATH_MAX];		/* the backing (data) device */
 	char meta_device[PATH_MAX];	/* "-": none */
+	char resync_snapshot[PATH_MAX];	/* secondary: COW device, "" none */
 	bool has_listen;
 	struct config_addr listen;	/* secondary */
 	char state_dir[PATH_MAX];

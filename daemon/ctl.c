@@ -145,8 +145,12 @@ static struct json_object *ctl_handle(struct manager *m, struct json_object *req
 	if (!strcmp(cmd, "status"))
 		return manager_status_json(m);
 	if (!strcmp(cmd, "primary") || !strcmp(cmd, "secondary")) {
+		struct json_object *f;
+		bool force = json_object_object_get_ex(req, "force", &f) &&
+			     json_object_get_boolean(f);
+
 		r = manager_request_role(m, !strcmp(cmd, "primary") ? ROLE_PRIMARY : ROLE_SECONDARY,
-					 err, sizeof(err));
+					 force, err, sizeof(err));
 		if (r < 0)
 			return ctl_error(err);
 		return manager_status_json(m);

@@ -108,6 +108,63 @@ out:
 	return r;
 }
 
+/* A device with one target over [0, sectors). */
+int dmdev_create_target(const char *name, const char *target, uint64_t sectors,
+			const char *params)
+{
+	uint32_t cookie = 0;
+	struct dm_task *dmt;
+	int r = -EINVAL;
+
+	dmt = dmdev_task(DM_DEVICE_CREATE, name);
+	if (!dmt)
+		return -ENOMEM;
+	if (!dm_task_add_target(dmt, 0, sectors, target, params))
+		goto out;
+	if (!dm_task_set_cookie(dmt, &cookie, 0))
+		goto out;
+	if (dm_task_run(dmt))
+		r = 0;
+	else
+		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
+	dm_udev_wait(cookie);
+out:
+	dm_task_destroy(dmt);
+	return r;
+}
+
+/* Load a new table (one target) into a live device and resume it. */
+int dmdev_reload_target(const char *name, const char *target, uint64_t sectors,
+			const char *params)
+{
+	uint32_t cookie = 0;
+	struct dm_task *dmt;
+	int r = -EINVAL;
+
+	dmt = dmdev_task(DM_DEVICE_RELOAD, name);
+	if (!dmt)
+		return -ENOMEM;
+	if (!dm_task_add_target(dmt, 0, sectors, target, params) || !dm_task_run(dmt)) {
+		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
+		dm_task_destroy(dmt);
+		return r;
+	}
+	dm_task_destroy(dmt);
+	dmt = dmdev_task(DM_DEVICE_RESUME, name);
+	if (!dmt)
+		return -ENOMEM;
+	if (!dm_task_set_cookie(dmt, &cookie, 0))
+		goto out;
+	if (dm_task_run(dmt))
+		r = 0;
+	else
+		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
+	dm_udev_wait(cookie);
+out:
+	dm_task_destroy(dmt);
+	return r;
+}
+
 int dmdev_remove(const char *name)
 {
 	uint32_t cookie = 0;

@@ -32,6 +32,12 @@ int dmdev_repl_params(const struct dmdev_table *t, char *buf, size_t len);
 int dmdev_get(const char *name, struct dmdev_info *ret);
 int dmdev_create(const char *name, const char *uuid, const struct dmdev_table *t);
 int dmdev_remove(const char *name);
+/* Generic: create a device of one target, or load one into a live device
+ * and resume it. */
+int dmdev_create_target(const char *name, const char *target, uint64_t sectors,
+			const char *params);
+int dmdev_reload_target(const char *name, const char *target, uint64_t sectors,
+			const char *params);
 int dmdev_message(const char *name, const char *msg, char *reply, size_t len);
 /* INFO status parameters of the target, read without flushing */
 int dmdev_status(const char *name, char *buf, size_t len);

@@ -205,7 +205,8 @@ int primary_resync(struct manager *m, const char *peer, enum rs_kind kind, char 
 void primary_free(struct manager *m);
 
 /* manager.c */
-int manager_request_role(struct manager *m, enum repl_role role, char *err, size_t len);
+int manager_request_role(struct manager *m, enum repl_role role, bool force, char *err,
+			 size_t len);
 
 /* genstore.c */
 int gens_load(struct manager *m);

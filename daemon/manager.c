@@ -22,6 +22,7 @@
 
 #include "dmdev.h"
 #include "log.h"
+#include "rsnap.h"
 #include "manager-internal.h"
 #include "ring.h"
 
@@ -326,7 +327,8 @@ int manager_switch_role(const struct manager *m)
 }
 
 /* replctl primary / secondary: finish what is in flight, then switch. */
-int manager_request_role(struct manager *m, enum repl_role role, char *err, size_t len)
+int manager_request_role(struct manager *m, enum repl_role role, bool force, char *err,
+			 size_t len)
 {
 	if (m->cfg->role == role) {
 		snprintf(err, len, "%s is already %s here", m->cfg->resource, role_name(role));
@@ -335,6 +337,10 @@ int manager_request_role(struct manager *m, enum repl_role role, char *err, size
 	if (m->draining) {
 		snprintf(err, len, "%s is stopping", m->cfg->resource);
 		return -EBUSY;
+	}
+	if (role == ROLE_PRIMARY && !m->consistent && !rsnap_active(m->cfg) && !force) {
+		snprintf(err, len, "this copy is Inconsistent (a resync did not complete) and there is no resync snapshot to go back to: promoting it would expose a torn image. Let the resync finish, or use --force");
+		return -EPERM;
 	}
 	if (role == ROLE_SECONDARY && !m->ring_from_caller) {
 		struct dmdev_info info;

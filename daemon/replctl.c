@@ -43,7 +43,7 @@ static void usage(FILE *f)
 	      "  disconnect <resource> <peer>           stop replicating to a peer\n"
 	      "  resync <resource> <peer> [--full] [--wait]  bitmap (or full) resync now\n"
 	      "  verify <resource> <peer> [--wait]      compare by hashes, mark differences\n"
-	      "  primary <resource>                     promote: bring up the repl device here\n"
+	      "  primary <resource> [--force]           promote: bring up the repl device here\n"
 	      "  secondary <resource>                   demote: remove it, receive from a peer\n"
 	      "  discard-my-data <resource>             (secondary) give up this copy's changes\n"
 	      "                                         after a split brain\n"
@@ -58,6 +58,7 @@ static void usage(FILE *f)
 
 /* Send one request, read one JSON reply.  Clear errors when repld is absent. */
 static bool ctl_quiet;	/* no message when repld is not (yet) there */
+static bool ctl_force;	/* primary --force */
 
 static int ctl_call(const char *resource, const char *sock, struct json_object *req,
 		    struct json_object **ret)
@@ -408,6 +409,8 @@ static int cmd_simple(const char *cmd, int argc, char **argv, bool json, const c
 	}
 	req = json_object_new_object();
 	json_object_object_add(req, "cmd", json_object_new_string(cmd));
+	if (ctl_force)
+		json_object_object_add(req, "force", json_object_new_boolean(true));
 	r = ctl_call(argv[0], sock, req, &reply);
 	json_object_put(req);
 	if (r < 0)
@@ -785,8 +788,15 @@ static int run(int argc, char **argv)
 	if (!strcmp(cmd, "discard-my-data"))
 		return cmd_simple(cmd, argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "primary") || !strcmp(cmd, "secondary")) {
-		int r = cmd_simple(cmd, argc - optind, argv + optind, false, sock);
+		bool force = false;
+		int r, n = argc - optind;
 
+		if (n == 2 && !strcmp(argv[optind + 1], "--force") && !strcmp(cmd, "primary")) {
+			force = true;
+			n = 1;
+		}
+		ctl_force = force;
+		r = cmd_simple(cmd, n, argv + optind, false, sock);
 		if (r < 0)
 			return r;
 		return wait_role(argv[optind], sock, cmd);

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "dmdev.h"
+#include "rsnap.h"
 #include "log.h"
 #include "manager.h"
 
@@ -138,6 +139,13 @@ static int run(int argc, char **argv)
 		}
 		cfg->role = (enum repl_role)role;
 		demoted = demote;
+		if (!demote && rsnap_active(cfg)) {
+			/* promoted before the resync completed: back to the
+			 * image from before it */
+			r = rsnap_rollback(cfg);
+			if (r < 0)
+				return r;
+		}
 		log_info("%s: switching to the %s role", cfg->resource, role_name(cfg->role));
 	}
 }

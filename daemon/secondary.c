@@ -37,6 +37,7 @@
 #include "log.h"
 #include "manager-internal.h"
 #include "metadata.h"
+#include "rsnap.h"
 
 #define CONN_OUT	(64 * 1024)
 #define XL_MAX		65536U	/* segments of the sequence translation */
@@ -722,6 +723,40 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 }
 
 /*
+ * Switch the write engine to another path to the same data (the snapshot
+ * origin and back): everything received is written and flushed first, and
+ * the new engine carries on with the same sequence numbers.
+ */
+static int sec_reopen(struct manager *m, const char *path)
+{
+	struct apply_config cfg;
+	int fd, r;
+
+	r = apply_drain(m->apply, (int)m->cfg->drain_timeout_ms);
+	if (r < 0)
+		return log_error_errno(r, "%s: writing what was received", m->cfg->resource);
+	if (fdatasync(m->dev_fd) < 0)
+		return log_error_errno(-errno, "%s: flushing %s", m->cfg->resource, m->cfg->device);
+	fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (fd < 0)
+		return log_error_errno(-errno, "%s: open %s", m->cfg->resource, path);
+	ep_del(m, apply_fd(m->apply));
+	apply_free(m->apply);
+	m->apply = NULL;
+	close(m->dev_fd);
+	m->dev_fd = fd;
+	apply_config_init(&cfg);
+	cfg.checkpoint_ms = m->cfg->checkpoint_ms;
+	r = apply_new(m->dev_fd, m->dev_sectors, &cfg, &m->apply);
+	if (r < 0)
+		return log_error_errno(r, "%s: write engine", m->cfg->resource);
+	r = apply_set_seq(m->apply, m->xl->lnext);
+	if (r < 0)
+		return log_error_errno(r, "%s: write engine", m->cfg->resource);
+	return ep_add(m, apply_fd(m->apply), EPOLLIN, &m->ev_apply);
+}
+
+/*
  * The primary says this copy is complete in its generation gen: adopt it,
  * forget our own bitmap (the primary resynced those regions) and any
  * request to discard our data.
@@ -745,6 +780,11 @@ static int sec_adopt(struct manager *m, uint64_t gen)
 			return log_error_errno(r, "%s: %s", m->cfg->resource, err);
 	}
 	m->discard_my_data = false;
+	if (rsnap_active(m->cfg)) {
+		r = sec_reopen(m, m->cfg->device);
+		if (r < 0 || (r = rsnap_drop(m->cfg)) < 0)
+			return r;
+	}
 	if (!m->consistent)
 		return sec_set_consistent(m, true);
 	return state_save(m, m->state_durable);
@@ -916,6 +956,18 @@ static void conn_read(struct manager *m)
 			}
 			log_info("%s: %s resync from %s begins", m->cfg->resource,
 				 msg.frame->resync_begin->full ? "full" : "bitmap", c->node);
+			if (m->consistent && m->cfg->resync_snapshot[0] && !rsnap_active(m->cfg)) {
+				char orig[PATH_MAX];
+
+				/* keep the consistent image until the resync is done */
+				if (rsnap_create(m->cfg) < 0 ||
+				    rsnap_origin_path(m->cfg, orig, sizeof(orig)) < 0 ||
+				    sec_reopen(m, orig) < 0) {
+					conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+							"cannot take the resync snapshot");
+					break;
+				}
+			}
 			if (sec_set_consistent(m, false) < 0)
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot save the state");
@@ -1127,10 +1179,22 @@ int secondary_start(struct manager *m)
 	unsigned int i;
 	int r;
 
-	m->dev_fd = open(m->cfg->device, O_RDWR | O_DIRECT | O_CLOEXEC);
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s", m->cfg->device);
+	if (rsnap_active(m->cfg)) {
+		/* a resync was interrupted: keep the snapshot, write through
+		 * its origin until a resync completes */
+		r = rsnap_origin_path(m->cfg, path, sizeof(path));
+		if (r < 0)
+			return r;
+		log_warning("%s: the resync snapshot is still there (an interrupted resync): writing through %s",
+			    m->cfg->resource, path);
+	}
+	m->dev_fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
 	if (m->dev_fd < 0)
 		return log_error_errno(-errno, "%s: open %s with O_DIRECT", m->cfg->resource,
-				       m->cfg->device);
+				       path);
 	r = dev_size_sectors(m->dev_fd, &m->dev_sectors);
 	if (r < 0)
 		return log_error_errno(r, "%s: size of %s", m->cfg->resource, m->cfg->device);
@@ -1177,6 +1241,7 @@ void secondary_status(struct manager *m, struct json_object *o)
 	json_object_object_add(o, "disk", json_object_new_string(m->consistent ? "UpToDate" :
 								     "Inconsistent"));
 	json_object_object_add(o, "discard_my_data", json_object_new_boolean(m->discard_my_data));
+	json_object_object_add(o, "resync_snapshot", json_object_new_boolean(rsnap_active(m->cfg)));
 	json_object_object_add(o, "resync_blocks", json_object_new_uint64(m->rs_blocks));
 	json_object_object_add(o, "resync_bytes", json_object_new_uint64(m->rs_bytes));
 	json_object_object_add(o, "hash_requests", json_object_new_uint64(m->hash_requests));

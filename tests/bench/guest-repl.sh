@@ -52,7 +52,7 @@ peers = ( { name = "alpha"; address = "127.0.0.1"; } );
 EOC
 cat > $R/alpha.conf <<EOC
 resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
-ring-size-mb = 512; hold-timeout-ms = 10000; initial-sync = "skip";
+ring-size-mb = 512; hold-timeout-ms = 10000; initial-sync = "skip"; state-dir = "$R/state-alpha";
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; } );
 EOC
 "$REPLD" -c $R/beta.conf > $R/beta.log 2>&1 &

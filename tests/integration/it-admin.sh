@@ -72,11 +72,16 @@ status alpha > st.json
 [ "$(jq -r '.peers[] | select(.name == "beta") | .mode' st.json)" = semi-sync ] || fail "beta's mode not reloaded"
 [ "$(jq -r '.peers[] | select(.name == "beta") | .connects' st.json)" = 1 ] || fail "beta reconnected on reload"
 [ "$(jq -r .target.mode st.json)" = sync ] || fail "target not sync with a sync peer"
-# the ring still held every record since the start: gamma's copy is complete
+# a new peer: from the first record when the ring still holds every record
+# since the start (initial-sync = skip), else a full sync; UpToDate after
 grep -q "peer gamma connected (sync), resuming at record 0$" sim.out ||
-	fail "gamma did not start from the first record: $(grep 'peer gamma' sim.out)"
-[ "$(jq -r '.peers[] | select(.name == "gamma") | .replication' st.json)" != Inconsistent ] ||
-	fail "gamma reported Inconsistent"
+	grep -q "peer gamma: full sync of 64 MiB starts" sim.out ||
+	fail "gamma neither started from the first record nor got a full sync: $(grep 'peer gamma' sim.out)"
+i=0
+until status alpha | jq -e '.peers[] | select(.name == "gamma") | .disk == "UpToDate" and (.resync == null)' >/dev/null; do
+	i=$((i + 1)); [ $i -lt 600 ] || { status alpha; fail "gamma not UpToDate"; }
+	sleep 0.05
+done
 "$REPLCTL" -s alpha.sock status | grep -q "gamma connection:Connected mode:sync replication:" ||
 	fail "human status: $("$REPLCTL" -s alpha.sock status)"
 # --- reload: gamma removed

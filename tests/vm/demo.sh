@@ -36,6 +36,7 @@ role = "primary";
 device = "$P";
 ring-size-mb = 128;
 hold-timeout-ms = 5000;
+state-dir = "/tmp/dm-repl-demo/state-alpha";
 # both devices are fresh zeroed files: skip the initial full sync
 initial-sync = "skip";
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; } );

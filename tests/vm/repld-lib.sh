@@ -29,6 +29,7 @@ ring-size-mb = ${RING_MB:-64};
 hold-timeout-ms = ${HOLD_MS:-3000};
 peer-timeout-ms = ${PEER_TIMEOUT_MS:-2000};
 keepalive-ms = 300;
+state-dir = "/tmp/state-alpha";
 # fresh sparse images: both sides zero, no initial sync needed
 initial-sync = "skip";
 ${2:-}

@@ -11,7 +11,10 @@
 #  3. failover and rejoin: alpha demoted, beta promoted and written to;
 #     alpha rejoins as a secondary with a bitmap resync;
 #  4. unclean restart of the primary (its metadata as a power loss leaves
-#     it): only the bitmap's regions are resynced.
+#     it): only the bitmap's regions are resynced;
+#  5. beta keeps a snapshot of its consistent image while it is resynced
+#     (resync-snapshot): promoted in the middle of a resync, it rolls back
+#     to that image.
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -21,11 +24,15 @@ REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
 C=/tmp/conf
 mkdir -p $C /run/dm-repl
 truncate -s 8M /tmp/ma.img /tmp/mb.img
+truncate -s 96M /tmp/cow.img
 MA=$(losetup -f --show /tmp/ma.img)
 MB=$(losetup -f --show /tmp/mb.img)
+COW=$(losetup -f --show /tmp/cow.img)
+modprobe dm-snapshot || fail "dm-snapshot module"
+
 MiB=1048576
 
-node_conf() {	# NAME ROLE DATA META DM LISTEN PEER PEERPORT
+node_conf() {	# NAME ROLE DATA META DM LISTEN PEER PEERPORT [EXTRA]
 	cat > $C/$1.conf <<EOC
 resource = "r0";
 node = "$1";
@@ -43,11 +50,12 @@ keepalive-ms = 300;
 reconnect-min-ms = 100;
 reconnect-max-ms = 500;
 initial-sync = "skip";
+${9:-}
 peers = ( { name = "$7"; address = "127.0.0.1:$8"; mode = "sync"; } );
 EOC
 }
 node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789
-node_conf beta secondary /dev/vdb "$MB" rb 7789 alpha 7790
+node_conf beta secondary /dev/vdb "$MB" rb 7789 alpha 7790 "resync-snapshot = \"$COW\";"
 "$REPLCTL" create-md --meta "$MA" --data /dev/vda --resource ra > /dev/null || fail "create-md alpha"
 "$REPLCTL" create-md --meta "$MB" --data /dev/vdb --resource rb > /dev/null || fail "create-md beta"
 
@@ -138,9 +146,11 @@ fio --name=w --filename=/dev/mapper/ra --rw=randwrite --bs=4k --iodepth=8 --dire
 	--output=/tmp/fio.txt &
 FIO=$!
 sleep 2
-cp /tmp/ma.img /tmp/ma-crash.img		# bits durable before each write
-kill -9 "$PID_alpha"
+kill -9 "$PID_alpha"	# nothing reaches beta from now on; writes go on degraded
 wait "$FIO"
+# the metadata as it is now: in use, the bits of every write set (nothing
+# can be cleared without the daemon): what a power loss would leave
+cp /tmp/ma.img /tmp/ma-crash.img
 dmsetup remove ra || fail "remove ra"
 losetup -d "$MA"
 cp /tmp/ma-crash.img /tmp/ma.img
@@ -156,5 +166,32 @@ grep -q "bitmap resync of" /tmp/alpha.log || fail "no bitmap resync: $(grep peer
 same $((128 * MiB)) || fail "copies differ after the unclean restart"
 pass "unclean restart: bitmap resync of $bits regions' worth only, copies equal"
 
-kill "$PID_alpha" "$PID_beta"
+# --- 5. promoted in the middle of a resync: back to the consistent image
+grep -q "snapshot /dev/mapper/rb-rssnap .* keeps the consistent image" /tmp/beta.log ||
+	fail "no resync snapshot was taken so far"
+! dmsetup info rb-rssnap > /dev/null 2>&1 || fail "a resync snapshot left behind"
+ctl alpha disconnect r0 beta > /dev/null
+blockdev --flushbufs /dev/vdb
+b0=$(sum /dev/vdb 0 256)
+# more than half the ring while beta is away: its records are released,
+# their regions marked for a bitmap resync
+dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=24 seek=100 oflag=direct status=none
+wait_for 20 "grep -q 'peer beta: away while the ring is' /tmp/alpha.log" || fail "beta still holds the ring"
+tc qdisc add dev lo root netem rate 16mbit || fail "netem"
+ctl alpha connect r0 beta > /dev/null
+wait_for 60 "[ \"\$(st alpha '.peers[0].resync.percent // 0 | floor')\" -ge 10 ]" ||
+	{ tail /tmp/alpha.log; fail "no resync in progress"; }
+dmsetup info rb-rssnap > /dev/null || fail "no snapshot during the resync"
+[ "$(st beta .resync_snapshot)" = true ] || fail "status does not show the snapshot"
+kill -9 "$PID_alpha"		# the primary is gone in the middle
+tc qdisc del dev lo root
+ctl beta primary r0 > /tmp/promote.txt 2>&1 || { cat /tmp/promote.txt /tmp/beta.log; fail "promotion"; }
+grep -q "holds the image from before the interrupted resync again" /tmp/beta.log ||
+	fail "no rollback: $(tail -n 5 /tmp/beta.log)"
+! dmsetup info rb-rssnap > /dev/null 2>&1 || fail "snapshot still there after the rollback"
+kill "$PID_beta"
+wait "$PID_beta" || true
+dmsetup remove rb || fail "remove rb"
+[ "$(sum /dev/vdb 0 256)" = "$b0" ] || fail "beta's image is not the one from before the resync"
+pass "promoted in the middle of a resync: rolled back to the consistent image"
 wait
