@@ -74,7 +74,7 @@ static void *payload_cb(void *ctx, const Dmrepl__V1__Data *d)
 {
 	struct run *r = ctx;
 
-	ASSERT(d->op == DM_REPL_OP_WRITE);
+	ASSERT(d->op == DM_REPL_OP_WRITE || d->op == WIRE_OP_RESYNC);
 	ASSERT(d->payload_len > 0 && d->payload_len <= WIRE_MAX_PAYLOAD);
 	ASSERT(d->payload_len == d->nr_sectors * 512U);
 	/* refuse up to three times in a row, as the control byte says */

@@ -167,6 +167,48 @@ int main(int argc, char **argv)
 			      "another primary is connected"));
 	save(dir, "valid-all-types");
 
+	/* resync: the primary's side, then the secondary's */
+	start(0x00);
+	hello(DMREPL__V1__ROLE__ROLE_PRIMARY, "alpha");
+	enc(wire_encode_resync_begin(ROOM, 0, true));
+	enc(wire_encode_hash_request(ROOM, 1, 128, 64, 8));
+	enc(wire_encode_resync_data(ROOM, 136, 8));
+	for (i = 0; i < 4096; i++)
+		buf[len + i] = (uint8_t)(i * 13);
+	len += 4096;
+	data(5, DM_REPL_OP_WRITE, 0, 140, 2);
+	enc(wire_encode_resync_flush(ROOM, 2, true, 0x0123456789abcdefULL));
+	save(dir, "valid-resync-primary");
+
+	start(0x00);
+	hello(DMREPL__V1__ROLE__ROLE_SECONDARY, "beta");
+	{
+		static const uint8_t bits[] = { 0x81, 0, 0xff, 0x10 };
+		static const uint64_t h[8] = { 1, 2, 3, 4, 5, 6, 7, UINT64_MAX };
+
+		enc(wire_encode_peer_bitmap(ROOM, 0, 16, bits, sizeof(bits), false));
+		enc(wire_encode_peer_bitmap(ROOM, 32, 16, NULL, 0, true));
+		enc(wire_encode_hash_reply(ROOM, 1, h, 8));
+	}
+	enc(wire_encode_resync_flushed(ROOM, 2));
+	save(dir, "valid-resync-secondary");
+
+	/* a HashRequest of 300 blocks: refused */
+	start(0x00);
+	{
+		Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+		Dmrepl__V1__HashRequest hr = DMREPL__V1__HASH_REQUEST__INIT;
+
+		hr.id = 1;
+		hr.sector = 0;
+		hr.nr_sectors = 2400;
+		hr.block_sectors = 8;
+		f.msg_case = DMREPL__V1__FRAME__MSG_HASH_REQUEST;
+		f.hash_request = &hr;
+		raw(&f);
+	}
+	save(dir, "bad-hash-request-size");
+
 	/* payloads across the 64 KiB read buffer */
 	start(0x04);
 	data(1000, DM_REPL_OP_WRITE, 0, 0, 120);
