@@ -499,6 +499,8 @@ static void peer_handle_bitmap(struct peer *p, const Dmrepl__V1__PeerBitmap *b)
 		if (!(b->bits.data[i / 8] & (1U << (i % 8))))
 			continue;
 		r = b->first_region + i;
+		if (r > (ri.dev_sectors >> (b->region_shift - 9)))
+			break;		/* beyond our device (and no overflow below) */
 		s = r << (b->region_shift - 9);
 		if (s >= ri.dev_sectors)
 			break;
