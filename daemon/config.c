@@ -146,7 +146,7 @@ static const char *const root_keys[] = {
 	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
-	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", NULL,
+	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -358,7 +358,8 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "reconnect-max-ms", 10, 600000, &c->reconnect_max_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "checkpoint-ms", 10, 600000, &c->checkpoint_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "drain-timeout-ms", 0, 600000, &c->drain_timeout_ms)) < 0)
+	    (r = cfg_uint(x, root, "drain-timeout-ms", 0, 600000, &c->drain_timeout_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "resync-rate-mb", 0, 100000, &c->resync_rate_mb)) < 0)
 		return r;
 	if (c->region_kb & (c->region_kb - 1))
 		return cfg_fail(x, config_setting_get_member(root, "region-kb"),

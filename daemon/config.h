@@ -73,6 +73,7 @@ struct config {
 	unsigned int reconnect_max_ms;
 	unsigned int checkpoint_ms;
 	bool resync_checksums;		/* hashes first, payload only where they differ */
+	unsigned int resync_rate_mb;	/* MiB/s a resync may use, 0: no limit */
 	bool skip_initial_sync;		/* initial-sync = "skip" */
 	enum after_split_brain after_split_brain;
 	unsigned int drain_timeout_ms;

@@ -20,7 +20,7 @@
  *      for a verify, marks the regions whose hashes differ dirty.
  *
  * Application records go first: new units start only while the peer's
- * send queue holds no record still to send.  Every 64 MiB, and at the end
+ * send queue is at most a quarter full, and at most resync-rate-mb.  Every 64 MiB, and at the end
  * (done), a ResyncFlush makes the peer's copy durable; the regions below
  * the oldest unfinished unit are then cleared in the target, unless
  * another peer still needs a resync or something was marked since the
@@ -90,6 +90,7 @@ struct resync {
 	uint64_t cleared_upto;
 	uint64_t started_ms;
 	uint64_t mismatched_regions;
+	uint64_t window_ms, window_bytes;	/* resync-rate-mb */
 	bool finished;
 };
 
@@ -585,7 +586,7 @@ static void resync_peer_pump(struct resync *rs)
 {
 	struct peer *p = rs->p;
 	struct manager *m = p->m;
-	uint64_t local = ring_local_seq(m->ring);
+	uint64_t local = ring_local_seq(m->ring), now;
 	unsigned int i;
 	bool busy = false;
 
@@ -617,7 +618,15 @@ static void resync_peer_pump(struct resync *rs)
 	if (p->rs != rs)
 		return;
 
-	/* new units: only when no record is waiting for the peer */
+	/*
+	 * New units: records go first (a unit starts only while the send
+	 * queue is at most a quarter full), and at most resync-rate-mb.
+	 */
+	now = now_ms();
+	if (now - rs->window_ms >= 100) {
+		rs->window_ms = now;
+		rs->window_bytes = 0;
+	}
 	for (i = 0; i < RS_INFLIGHT && !rs->flush_id; i++) {
 		struct rs_unit *u = &rs->u[i];
 		uint64_t sector;
@@ -627,8 +636,10 @@ static void resync_peer_pump(struct resync *rs)
 
 		if (u->state != U_FREE)
 			continue;
-		if (p->cursor < ring_prod(m->ring) ||
-		    p->sq_tail - p->sq_head > SENDQ_LEN / 2)
+		if (p->sq_tail - p->sq_head > SENDQ_LEN / 4)
+			break;
+		if (m->cfg->resync_rate_mb &&
+		    rs->window_bytes >= (uint64_t)m->cfg->resync_rate_mb * 1048576 / 10)
 			break;
 		if (rs->since_flush >= RS_FLUSH_BYTES) {
 			if (queue_flush(rs, false) < 0)
@@ -644,6 +655,7 @@ static void resync_peer_pump(struct resync *rs)
 		}
 		u->sector = sector;
 		u->nr_sectors = nr;
+		rs->window_bytes += (uint64_t)nr << 9;
 		u->L = p->cursor;
 		u->tainted = u->read_done = u->hash_done = u->read_failed = false;
 		u->id = rs->next_id++;

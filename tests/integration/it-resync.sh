@@ -55,3 +55,17 @@ sent=$(sed -n 's/.*full sync done: .* \([0-9]*\) KiB sent as resync blocks/\1/p'
 [ -n "$sent" ] && [ "$sent" -lt $((64 * 1024 / 50)) ] || fail "checksum resync sent $sent KiB of 64 MiB"
 same_as_primary beta
 pass "checksum full sync of nearly equal devices sent $sent KiB (< 2% of 64 MiB)"
+secondary_stop beta
+
+# --- 4. resync-rate-mb bounds the rate: 64 MiB at 32 MiB/s takes 2 s or more
+rm -f state-beta/r0.state state-beta/r0.gens state-alpha/r0.gens
+head -c 64M /dev/urandom > beta.img
+INITIAL_SYNC=full RESYNC_RATE_MB=32 primary_config beta:async
+secondary_start beta
+"$SIM" -c alpha.conf --dev alpha.img --seed 24 --count 20 --max-kb 64 --rate-ms 150 \
+	> sim.out 2>&1 || { cat sim.out; fail "sim primary failed"; }
+t=$(sed -n 's/.*full sync done: 64 MiB in \([0-9.]*\) s.*/\1/p' sim.out)
+[ -n "$t" ] || { cat sim.out; fail "rate-limited full sync did not finish"; }
+awk -v t="$t" 'BEGIN { exit !(t >= 1.8) }' || fail "64 MiB at resync-rate-mb = 32 took only $t s"
+same_as_primary beta
+pass "resync-rate-mb = 32: 64 MiB in $t s"

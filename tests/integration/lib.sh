@@ -97,6 +97,7 @@ reconnect-min-ms = 50;
 reconnect-max-ms = 500;
 initial-sync = "${INITIAL_SYNC:-skip}";
 resync-checksums = ${RESYNC_CHECKSUMS:-false};
+resync-rate-mb = ${RESYNC_RATE_MB:-0};
 peers = ( $peers );
 EOC
 }
