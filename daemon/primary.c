@@ -443,6 +443,15 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 			p->inconsistent = true;
 		else
 			p->pending_consistent_id = UINT64_MAX - 1;
+	} else if (v != GV_FULL && h->consistent && h->stream_id != ri.ring_id &&
+		   !strcmp(m->cfg->meta_device, "-")) {
+		/* another ring, and no metadata device: nothing recorded what
+		 * the peer may lack (an unclean restart loses the bitmap) */
+		log_warning("%s: peer %s: its copy is of an earlier ring and there is no metadata device (no persistent bitmap): full sync",
+			    m->cfg->resource, p->cfg.name);
+		p->inconsistent = true;
+		p->need_full = true;
+		resume = tail;
 	} else if (v != GV_FULL && h->consistent) {
 		/* a consistent copy of an earlier generation of ours: what it
 		 * lacks is in the bitmap (unclean restart, records released
@@ -1357,6 +1366,9 @@ void primary_status(struct manager *m, struct json_object *o)
 	json_object_object_add(k, "overflows", json_object_new_uint64(ri.overflows));
 	json_object_object_add(k, "hold_timeouts", json_object_new_uint64(ri.hold_timeouts));
 	json_object_object_add(k, "stream_id", json_object_new_uint64(ri.ring_id));
+	json_object_object_add(k, "metadata", json_object_new_string(
+		strcmp(m->cfg->meta_device, "-") ? m->cfg->meta_device :
+		"none: an unclean shutdown means a full resync"));
 	json_object_object_add(o, "device", json_object_new_string(m->dm_name));
 	json_object_object_add(o, "target", k);
 

@@ -188,6 +188,8 @@ static void print_status(struct json_object *o)
 		printf("  device:/dev/mapper/%s mode:%s state:%s ring:%" PRIu64 "%% (%s of %s)\n",
 		       jstr(o, "device"), jstr(t, "mode"), jstr(t, "state"),
 		       size ? used * 100 / size : 0, a, b);
+		if (!strncmp(jstr(t, "metadata"), "none", 4))
+			printf("    metadata:%s\n", jstr(t, "metadata"));
 		printf("    records:%" PRIu64 "..%" PRIu64 " acked:%" PRIu64, ju64(t, "tail"),
 		       ju64(t, "head"), ju64(t, "acked"));
 		if (ju64(t, "dirty_regions"))

@@ -69,3 +69,24 @@ t=$(sed -n 's/.*full sync done: 64 MiB in \([0-9.]*\) s.*/\1/p' sim.out)
 awk -v t="$t" 'BEGIN { exit !(t >= 1.8) }' || fail "64 MiB at resync-rate-mb = 32 took only $t s"
 same_as_primary beta
 pass "resync-rate-mb = 32: 64 MiB in $t s"
+secondary_stop beta
+
+# --- 5. no metadata device, a new ring (the primary restarted): nothing
+# recorded what the peer lacks, so a full sync -- never a bitmap resync of
+# an empty bitmap -- and status says what "-" means
+rm -f alpha.img beta.img state-beta/r0.state state-beta/r0.gens state-alpha/r0.gens
+secondary beta
+primary_config beta:async
+"$SIM" -c alpha.conf --dev alpha.img --seed 25 --count 100 --max-kb 64 > sim.out 2>&1 ||
+	{ cat sim.out; fail "sim primary failed"; }
+same_as_primary beta
+grep -q "consistent 1" state-beta/r0.state || fail "beta not consistent after the first run"
+# the primary's device changes while no repld runs (what a crash can leave)
+printf 'lost' | dd of=alpha.img bs=1 seek=$((7 * 1048576)) conv=notrunc status=none
+"$SIM" -c alpha.conf --dev alpha.img --seed 26 --count 20 --max-kb 64 --rate-ms 100 \
+	> sim.out 2>&1 || { cat sim.out; fail "sim primary failed"; }
+grep -q "peer beta: its copy is of an earlier ring and there is no metadata device (no persistent bitmap): full sync" sim.out ||
+	{ cat sim.out; fail "no full sync without a metadata device"; }
+grep -q "peer beta: full sync done" sim.out || fail "full sync did not finish"
+same_as_primary beta
+pass "no metadata device and a new ring: full sync"
