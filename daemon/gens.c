@@ -4,6 +4,14 @@
 
 #include "gens.h"
 
+uint64_t gens_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 uint64_t gens_new_id(void)
 {
 	uint64_t id = 0;
@@ -28,7 +36,7 @@ void gens_rotate(struct gens *g)
 	else
 		g->history = g->current;
 	g->current = gens_new_id();
-	g->since = (uint64_t)time(NULL);
+	g->since = gens_now_ms();
 }
 
 enum gen_verdict gens_compare(const struct gens *p, const struct gens *s)

@@ -10,7 +10,7 @@
  *            UpToDate again; 0: none;
  *   history  the last generation between bitmap and current (a peer
  *            that holds it needs the bitmap resync too);
- *   since    when current began (seconds since the epoch).
+ *   since    when current began (milliseconds since the epoch).
  *
  * When a primary meets a secondary, gens_compare() says what to do.
  */
@@ -40,6 +40,9 @@ const char *gen_verdict_name(enum gen_verdict v);
 /* A new current generation: the old one becomes the bitmap's, or, when
  * the bitmap already counts from an earlier one, the history. */
 void gens_rotate(struct gens *g);
+
+/* Milliseconds since the epoch (CLOCK_REALTIME), for since. */
+uint64_t gens_now_ms(void);
 
 /* A new generation id: random, never 0. */
 uint64_t gens_new_id(void);

@@ -321,6 +321,11 @@ void manager_set_demoted(struct manager *m)
 	m->demoted = true;
 }
 
+struct config *manager_config(const struct manager *m)
+{
+	return m->cfg;
+}
+
 int manager_switch_role(const struct manager *m)
 {
 	return m->switch_pending ? (int)m->switch_to : 0;

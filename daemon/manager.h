@@ -57,6 +57,9 @@ int manager_run(struct manager *m);
  */
 int manager_switch_role(const struct manager *m);
 
+/* The configuration in use (a reload replaces it; the manager owns it). */
+struct config *manager_config(const struct manager *m);
+
 /* Before manager_start() of a secondary that was the primary until now:
  * its copy is the consistent one. */
 void manager_set_demoted(struct manager *m);

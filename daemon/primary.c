@@ -350,7 +350,8 @@ static bool divergence_we_win(struct peer *p, const Dmrepl__V1__Hello *h, enum g
 			    m->cfg->resource, p->cfg.name, gen_verdict_name(v));
 		return true;
 	}
-	if (v == GV_SPLIT_BRAIN && m->cfg->after_split_brain == ASB_DISCARD_YOUNGER) {
+	if (v == GV_SPLIT_BRAIN && m->cfg->after_split_brain == ASB_DISCARD_YOUNGER &&
+	    h->gen_since != m->gens.since) {
 		if (h->gen_since > m->gens.since) {
 			log_warning("%s: peer %s: split brain; after-split-brain = discard-younger-primary: the peer became primary later, its changes are discarded",
 				    m->cfg->resource, p->cfg.name);
@@ -1124,7 +1125,7 @@ int primary_start(struct manager *m)
 		if (!m->gens.current) {
 			/* the first primary of this data: its generation begins */
 			m->gens.current = gens_new_id();
-			m->gens.since = (uint64_t)time(NULL);
+			m->gens.since = gens_now_ms();
 			r = gens_save(m);
 			if (r < 0)
 				return r;

@@ -119,7 +119,10 @@ static int run(int argc, char **argv)
 		role = manager_switch_role(m);
 		if (r < 0 || !role)
 			return r;
-		/* replctl primary / secondary: the same configuration, the other role */
+		/* replctl primary / secondary: the same configuration, the other
+		 * role; the manager's configuration (a SIGHUP may have replaced
+		 * the one we passed) */
+		cfg = manager_config(m);
 		snprintf(cpath, sizeof(cpath), "%s", cfg->path);
 		snprintf(dm_name, sizeof(dm_name), "%s", cfg->dm_name);
 		demote = cfg->role == ROLE_PRIMARY;

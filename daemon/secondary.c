@@ -767,7 +767,7 @@ static int sec_adopt(struct manager *m, uint64_t gen)
 	int r;
 
 	if (gen && (gen != m->gens.current || m->gens.bitmap || m->gens.history)) {
-		m->gens = (struct gens) { .current = gen, .since = (uint64_t)time(NULL) };
+		m->gens = (struct gens) { .current = gen, .since = gens_now_ms() };
 		r = gens_save(m);
 		if (r < 0)
 			return r;

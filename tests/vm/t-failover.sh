@@ -8,6 +8,8 @@
 #     beta demoted, alpha reconnects: split brain, refused, both data
 #     untouched; beta discards its data: a bitmap resync (no full sync)
 #     makes both equal, beta's changes gone, alpha's there;
+#  2b. the same split brain again, decided by after-split-brain =
+#     discard-younger-primary;
 #  3. failover and rejoin: alpha demoted, beta promoted and written to;
 #     alpha rejoins as a secondary with a bitmap resync;
 #  4. unclean restart of the primary (its metadata as a power loss leaves
@@ -123,6 +125,25 @@ grep -q "full sync" /tmp/alpha.log && fail "a full sync where a bitmap resync do
 same $((48 * MiB)) || fail "copies differ after resolving the split brain"
 [ "$(sum /dev/vda 0 48)" = "$a_before" ] || fail "alpha's data changed"
 pass "split brain resolved by discard-my-data: bitmap resync, alpha's data on both"
+
+# --- 2b. the same split brain, decided by after-split-brain: beta became
+# primary later, discard-younger-primary gives its changes up by itself
+ctl alpha disconnect r0 beta > /dev/null
+dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=1 seek=24 oflag=direct status=none
+ctl beta primary r0 > /dev/null || fail "beta not promoted (2b)"
+dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=1 seek=44 oflag=direct status=none
+ctl beta secondary r0 > /dev/null || fail "beta not demoted (2b)"
+node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789 'after-split-brain = "discard-younger-primary";'
+kill -HUP "$PID_alpha"
+sleep 1
+ctl alpha connect r0 beta > /dev/null
+connected alpha beta || { cat /tmp/alpha.log; fail "no resync after the policy decided"; }
+grep -q "split brain; after-split-brain = discard-younger-primary: the peer became primary later" /tmp/alpha.log ||
+	fail "the policy did not decide: $(grep -i 'split' /tmp/alpha.log | tail -n 3)"
+same $((48 * MiB)) || fail "copies differ after the policy's resync"
+node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789
+kill -HUP "$PID_alpha"
+pass "after-split-brain = discard-younger-primary: the younger primary's changes discarded, copies equal"
 
 # --- 3. failover and rejoin
 ctl alpha secondary r0 > /dev/null || { cat /tmp/alpha.log; fail "alpha not demoted"; }
