@@ -230,32 +230,52 @@ int resync_start(struct peer *p, enum rs_kind kind)
 	return 0;
 }
 
+/* A read completed: mark its unit, whichever peer's pass it belongs to. */
+static void resync_complete(struct manager *m, const struct io_event *ev)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nr_peers; i++) {
+		struct resync *rs = m->peers[i]->rs;
+		struct rs_unit *u = rs ? unit_of_iocb(rs, ev->obj) : NULL;
+
+		if (!u)
+			continue;
+		u->read_done = true;
+		if ((long)ev->res != (long)u->nr_sectors << 9)
+			u->read_failed = true;
+		return;
+	}
+}
+
+static unsigned int reads_in_flight(const struct resync *rs)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < RS_INFLIGHT; i++)
+		if (rs->u[i].state == U_READING && !rs->u[i].read_done)
+			n++;
+	return n;
+}
+
 /* Wait for every read in flight (their buffers go), then forget the pass. */
 void resync_stop(struct peer *p, const char *why)
 {
 	struct manager *m = p->m;
 	struct resync *rs = p->rs;
 	struct io_event ev[RS_INFLIGHT];
-	unsigned int i, reading = 0;
+	unsigned int i;
 
 	if (!rs)
 		return;
-	for (i = 0; i < RS_INFLIGHT; i++)
-		if (rs->u[i].state == U_READING && !rs->u[i].read_done)
-			reading++;
-	while (reading) {
+	while (reads_in_flight(rs)) {
 		int n = io_getevents(m->rs_ctx, 1, RS_INFLIGHT, ev, NULL);
 
 		if (n < 0 && n != -EINTR)
 			break;
-		for (i = 0; n > 0 && i < (unsigned int)n; i++) {
-			struct rs_unit *u = unit_of_iocb(rs, ev[i].obj);
-
-			if (u && !u->read_done) {
-				u->read_done = true;
-				reading--;
-			}
-		}
+		/* other peers' completions too: they are marked, not lost */
+		for (i = 0; n > 0 && i < (unsigned int)n; i++)
+			resync_complete(m, &ev[i]);
 	}
 	if (why)
 		log_warning("%s: peer %s: %s interrupted (%s); it starts again later",
@@ -731,25 +751,14 @@ void resync_event(struct manager *m)
 {
 	struct io_event ev[32];
 	uint64_t cnt;
-	unsigned int i, j;
+	unsigned int j;
 	int n;
 
 	if (read(m->rs_efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
 		return;
-	while ((n = io_getevents(m->rs_ctx, 0, 32, ev, NULL)) > 0) {
-		for (j = 0; j < (unsigned int)n; j++) {
-			for (i = 0; i < m->nr_peers; i++) {
-				struct resync *rs = m->peers[i]->rs;
-				struct rs_unit *u = rs ? unit_of_iocb(rs, ev[j].obj) : NULL;
-
-				if (!u)
-					continue;
-				u->read_done = true;
-				if ((long)ev[j].res != (long)u->nr_sectors << 9)
-					u->read_failed = true;
-			}
-		}
-	}
+	while ((n = io_getevents(m->rs_ctx, 0, 32, ev, NULL)) > 0)
+		for (j = 0; j < (unsigned int)n; j++)
+			resync_complete(m, &ev[j]);
 	resync_pump(m);
 }
 
