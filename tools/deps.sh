@@ -8,7 +8,7 @@ PKGS="
   libsystemd-dev libxxhash-dev libconfig-dev libjson-c-dev
   linux-headers-amd64 linux-image-amd64 linux-source-6.1
   qemu-system-x86 busybox-static dmsetup kmod cpio iproute2
-  fio drbd-utils iperf3 jq e2fsprogs xz-utils systemd
+  fio drbd-utils iperf3 socat jq e2fsprogs xz-utils systemd
 "
 missing=""
 for p in $PKGS; do
