@@ -78,68 +78,61 @@ out:
 	return r;
 }
 
+/* Run a task that changes devices, waiting for udev to settle them. */
+static int dmdev_run_udev(struct dm_task *dmt)
+{
+	uint32_t cookie = 0;
+	int r;
+
+	if (!dm_task_set_cookie(dmt, &cookie, 0))
+		return -EINVAL;
+	if (dm_task_run(dmt))
+		r = 0;
+	else
+		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
+	dm_udev_wait(cookie);
+	return r;
+}
+
+/* A device with one target over [0, sectors); uuid may be NULL. */
+static int dmdev_create_one(const char *name, const char *uuid, const char *target,
+			    uint64_t sectors, const char *params)
+{
+	struct dm_task *dmt = dmdev_task(DM_DEVICE_CREATE, name);
+	int r = -EINVAL;
+
+	if (!dmt)
+		return -ENOMEM;
+	if ((!uuid || dm_task_set_uuid(dmt, uuid)) &&
+	    dm_task_add_target(dmt, 0, sectors, target, params))
+		r = dmdev_run_udev(dmt);
+	dm_task_destroy(dmt);
+	return r;
+}
+
 int dmdev_create(const char *name, const char *uuid, const struct dmdev_table *t)
 {
 	char params[512];
-	uint32_t cookie = 0;
-	struct dm_task *dmt;
 	int r;
 
 	r = dmdev_repl_params(t, params, sizeof(params));
 	if (r < 0)
 		return r;
-	dmt = dmdev_task(DM_DEVICE_CREATE, name);
-	if (!dmt)
-		return -ENOMEM;
-	r = -EINVAL;
-	if (uuid && !dm_task_set_uuid(dmt, uuid))
-		goto out;
-	if (!dm_task_add_target(dmt, 0, t->sectors, "repl", params))
-		goto out;
-	if (!dm_task_set_cookie(dmt, &cookie, 0))
-		goto out;
-	if (dm_task_run(dmt))
-		r = 0;
-	else
-		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
-	dm_udev_wait(cookie);
-out:
-	dm_task_destroy(dmt);
-	return r;
+	return dmdev_create_one(name, uuid, "repl", t->sectors, params);
 }
 
-/* A device with one target over [0, sectors). */
 int dmdev_create_target(const char *name, const char *target, uint64_t sectors,
 			const char *params)
 {
-	uint32_t cookie = 0;
-	struct dm_task *dmt;
-	int r = -EINVAL;
-
-	dmt = dmdev_task(DM_DEVICE_CREATE, name);
-	if (!dmt)
-		return -ENOMEM;
-	if (!dm_task_add_target(dmt, 0, sectors, target, params))
-		goto out;
-	if (!dm_task_set_cookie(dmt, &cookie, 0))
-		goto out;
-	if (dm_task_run(dmt))
-		r = 0;
-	else
-		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
-	dm_udev_wait(cookie);
-out:
-	dm_task_destroy(dmt);
-	return r;
+	return dmdev_create_one(name, NULL, target, sectors, params);
 }
 
 /* Load a new table (one target) into a live device and resume it. */
 int dmdev_reload_target(const char *name, const char *target, uint64_t sectors,
 			const char *params)
 {
-	uint32_t cookie = 0;
 	struct dm_task *dmt;
-	int r = -EINVAL;
+	int r;
 
 	dmt = dmdev_task(DM_DEVICE_RELOAD, name);
 	if (!dmt)
@@ -153,35 +146,19 @@ int dmdev_reload_target(const char *name, const char *target, uint64_t sectors,
 	dmt = dmdev_task(DM_DEVICE_RESUME, name);
 	if (!dmt)
 		return -ENOMEM;
-	if (!dm_task_set_cookie(dmt, &cookie, 0))
-		goto out;
-	if (dm_task_run(dmt))
-		r = 0;
-	else
-		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
-	dm_udev_wait(cookie);
-out:
+	r = dmdev_run_udev(dmt);
 	dm_task_destroy(dmt);
 	return r;
 }
 
 int dmdev_remove(const char *name)
 {
-	uint32_t cookie = 0;
-	struct dm_task *dmt;
-	int r = -EINVAL;
+	struct dm_task *dmt = dmdev_task(DM_DEVICE_REMOVE, name);
+	int r;
 
-	dmt = dmdev_task(DM_DEVICE_REMOVE, name);
 	if (!dmt)
 		return -ENOMEM;
-	if (!dm_task_set_cookie(dmt, &cookie, 0))
-		goto out;
-	if (dm_task_run(dmt))
-		r = 0;
-	else
-		r = dm_task_get_errno(dmt) ? -dm_task_get_errno(dmt) : -EIO;
-	dm_udev_wait(cookie);
-out:
+	r = dmdev_run_udev(dmt);
 	dm_task_destroy(dmt);
 	return r;
 }
