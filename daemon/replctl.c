@@ -325,12 +325,39 @@ static int cmd_status(int argc, char **argv, bool json, const char *sock)
 	return rc;
 }
 
+/*
+ * Send req (taken), check the reply says ok, print it with --json; the
+ * reply goes to *ret when ret is not NULL.
+ */
+static int ctl_do(const char *res, const char *sock, struct json_object *req, bool json,
+		  struct json_object **ret)
+{
+	struct json_object *reply = NULL;
+	int r;
+
+	r = ctl_call(res, sock, req, &reply);
+	json_object_put(req);
+	if (r < 0)
+		return r;
+	if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
+		fprintf(stderr, "replctl: %s: %s\n", res, jstr(reply, "error"));
+		json_object_put(reply);
+		return -EINVAL;
+	}
+	if (json)
+		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
+	if (ret)
+		*ret = reply;
+	else
+		json_object_put(reply);
+	return 0;
+}
+
 static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const char *sock)
 {
-	struct json_object *req, *reply = NULL;
+	struct json_object *req;
 	bool set_mode = !strcmp(cmd, "set-mode");
 	enum peer_mode mode;
-	int r;
 
 	if (argc != (set_mode ? 3 : 2)) {
 		fprintf(stderr, "replctl: usage: replctl %s <resource> <peer>%s\n", cmd,
@@ -346,19 +373,7 @@ static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const cha
 	json_object_object_add(req, "peer", json_object_new_string(argv[1]));
 	if (set_mode)
 		json_object_object_add(req, "mode", json_object_new_string(argv[2]));
-	r = ctl_call(argv[0], sock, req, &reply);
-	json_object_put(req);
-	if (r < 0)
-		return r;
-	if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
-		fprintf(stderr, "replctl: %s: %s\n", argv[0], jstr(reply, "error"));
-		json_object_put(reply);
-		return -EINVAL;
-	}
-	if (json)
-		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
-	json_object_put(reply);
-	return 0;
+	return ctl_do(argv[0], sock, req, json, NULL);
 }
 
 static int ctl_call_quiet(const char *resource, const char *sock, struct json_object *req,
@@ -402,8 +417,7 @@ static int wait_role(const char *res, const char *sock, const char *role)
 /* A command on a resource without further arguments. */
 static int cmd_simple(const char *cmd, int argc, char **argv, bool json, const char *sock)
 {
-	struct json_object *req, *reply = NULL;
-	int r;
+	struct json_object *req;
 
 	if (argc != 1) {
 		fprintf(stderr, "replctl: usage: replctl %s <resource>\n", cmd);
@@ -413,19 +427,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv, bool json, const c
 	json_object_object_add(req, "cmd", json_object_new_string(cmd));
 	if (ctl_force)
 		json_object_object_add(req, "force", json_object_new_boolean(true));
-	r = ctl_call(argv[0], sock, req, &reply);
-	json_object_put(req);
-	if (r < 0)
-		return r;
-	if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
-		fprintf(stderr, "replctl: %s: %s\n", argv[0], jstr(reply, "error"));
-		json_object_put(reply);
-		return -EINVAL;
-	}
-	if (json)
-		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
-	json_object_put(reply);
-	return 0;
+	return ctl_do(argv[0], sock, req, json, NULL);
 }
 
 /* The peer's entry in a status reply, or NULL. */
@@ -546,19 +548,11 @@ static int cmd_resync(const char *cmd, int argc, char **argv, bool json, const c
 	json_object_object_add(req, "cmd", json_object_new_string(cmd));
 	json_object_object_add(req, "peer", json_object_new_string(pos[1]));
 	json_object_object_add(req, "full", json_object_new_boolean(full));
-	r = ctl_call(pos[0], sock, req, &reply);
-	json_object_put(req);
+	r = ctl_do(pos[0], sock, req, json && !wait, &reply);
 	if (r < 0)
 		return r;
-	if (!json_object_get_boolean(json_object_object_get(reply, "ok"))) {
-		fprintf(stderr, "replctl: %s: %s\n", pos[0], jstr(reply, "error"));
-		json_object_put(reply);
-		return -EINVAL;
-	}
 	p = status_peer(reply, pos[1]);
 	before = p ? ju64(p, verify ? "verifies_done" : "resyncs_done") : 0;
-	if (json && !wait)
-		printf("%s\n", json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PRETTY));
 	json_object_put(reply);
 	return wait ? wait_resync(pos[0], pos[1], sock, verify, before) : 0;
 }
