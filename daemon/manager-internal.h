@@ -101,7 +101,7 @@ struct peer {
 	bool need_full;			/* its copy is unknown: every region */
 	bool rs_again;			/* start another bitmap pass after this */
 	bool verify_requested;
-	uint64_t pending_consistent_id;	/* initial sync skipped: flush id */
+	bool join_pending;		/* sent the JOIN_FLUSH_ID flush, no answer yet */
 	uint64_t resyncs_done, last_resync_bytes;
 	uint64_t verifies_done, last_verify_mismatches;
 	struct gens peer_gens;		/* from its Hello */
@@ -211,6 +211,13 @@ int manager_request_role(struct manager *m, enum repl_role role, bool force, cha
 /* genstore.c */
 int gens_load(struct manager *m);
 int gens_save(struct manager *m);
+
+/*
+ * The id of the ResyncFlush (done) that makes a peer which needs no resync
+ * consistent in the primary's current generation; resync passes count
+ * their flush ids up from 1.
+ */
+#define JOIN_FLUSH_ID	(UINT64_MAX - 1)
 
 /* primary.c, for resync.c */
 int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len);

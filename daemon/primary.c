@@ -229,7 +229,7 @@ void peer_close(struct peer *p, const char *why)
 		m->rotate_mark = ring_prod(m->ring);
 	}
 	resync_stop(p, p->rs ? "connection lost" : NULL);
-	p->pending_consistent_id = 0;
+	p->join_pending = false;
 	if (why)
 		snprintf(p->last_error, sizeof(p->last_error), "%s", why);
 	p->conn = PEER_DOWN;
@@ -414,7 +414,7 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 
 	p->peer_gens = pg;
 	p->need_full = false;
-	p->pending_consistent_id = 0;
+	p->join_pending = false;
 	p->peer_bitmap_done = false;
 	p->peer_bitmap_regions = 0;
 	v = gens_compare(&m->gens, &pg);
@@ -443,7 +443,7 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 		if (!h->consistent)
 			p->inconsistent = true;
 		else
-			p->pending_consistent_id = UINT64_MAX - 1;
+			p->join_pending = true;
 	} else if (v != GV_FULL && h->consistent && h->stream_id != ri.ring_id &&
 		   !strcmp(m->cfg->meta_device, "-")) {
 		/* another ring, and no metadata device: nothing recorded what
@@ -468,7 +468,7 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 		 * holds every write since: no initial sync; it records
 		 * itself consistent on our ResyncFlush */
 		p->inconsistent = false;
-		p->pending_consistent_id = UINT64_MAX - 1;
+		p->join_pending = true;
 		resume = 0;
 	} else {
 		log_warning("%s: peer %s: its copy is not consistent%s: full sync",
@@ -491,6 +491,17 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 		 p->cfg.name, peer_mode_name(p->mode), resume,
 		 p->inconsistent ? " (inconsistent)" : "");
 	return 0;
+}
+
+/* The peer needs no resync: it joins our current generation. */
+static void peer_send_join(struct peer *p)
+{
+	uint8_t buf[64];
+	ssize_t k = wire_encode_resync_flush(buf, sizeof(buf), JOIN_FLUSH_ID, true,
+					     p->m->gens.current);
+
+	if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0)
+		peer_close(p, "cannot queue a ResyncFlush");
 }
 
 /* The peer's own bitmap: its regions need the resync too. */
@@ -532,16 +543,10 @@ static void peer_handle_bitmap(struct peer *p, const Dmrepl__V1__PeerBitmap *b)
 		log_info("%s: peer %s: %" PRIu64 " regions of its own to resync", m->cfg->resource,
 			 p->cfg.name, p->peer_bitmap_regions);
 		p->inconsistent = true;
-		p->pending_consistent_id = 0;
+		p->join_pending = false;
 	}
-	if (p->pending_consistent_id) {
-		uint8_t buf[64];
-		ssize_t k = wire_encode_resync_flush(buf, sizeof(buf), p->pending_consistent_id, true,
-						     m->gens.current);
-
-		if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0)
-			peer_close(p, "cannot queue a ResyncFlush");
-	}
+	if (p->join_pending)
+		peer_send_join(p);
 }
 
 static void peer_handle_ack(struct peer *p, const Dmrepl__V1__Ack *a)
@@ -784,16 +789,11 @@ static void primary_rotate(struct manager *m)
 	/* the peers that are here and in sync get every write: they join */
 	for (unsigned int i = 0; i < m->nr_peers; i++) {
 		struct peer *p = m->peers[i];
-		uint8_t buf[64];
-		ssize_t k;
 
 		if (p->conn != PEER_UP || p->inconsistent || p->rs || !p->peer_bitmap_done)
 			continue;
-		p->pending_consistent_id = UINT64_MAX - 1;
-		k = wire_encode_resync_flush(buf, sizeof(buf), p->pending_consistent_id, true,
-					     m->gens.current);
-		if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0)
-			peer_close(p, "cannot queue a ResyncFlush");
+		p->join_pending = true;
+		peer_send_join(p);
 	}
 }
 
@@ -808,7 +808,7 @@ static void primary_check_in_sync(struct manager *m)
 		if (p->removed)
 			continue;
 		if (p->conn != PEER_UP || p->inconsistent || p->rs || !p->peer_bitmap_done ||
-		    p->pending_consistent_id)
+		    p->join_pending)
 			return;
 		n++;
 	}

@@ -427,8 +427,8 @@ void resync_flushed(struct peer *p, uint64_t id)
 	struct manager *m = p->m;
 
 	if (!rs || id != rs->flush_id) {
-		if (id == UINT64_MAX - 1) {	/* "join our generation", maybe twice */
-			p->pending_consistent_id = 0;
+		if (id == JOIN_FLUSH_ID) {	/* maybe answered twice */
+			p->join_pending = false;
 			log_info("%s: peer %s: UpToDate in generation %016" PRIx64, m->cfg->resource,
 				 p->cfg.name, m->gens.current);
 			return;
@@ -734,7 +734,7 @@ void resync_pump(struct manager *m)
 		}
 		if (!p->peer_bitmap_done)
 			continue;	/* its own regions come first */
-		if (!p->rs && p->inconsistent && !p->pending_consistent_id &&
+		if (!p->rs && p->inconsistent && !p->join_pending &&
 		    ring_can_resync(m->ring))
 			resync_start(p, p->need_full ? RS_FULL : RS_BITMAP);
 		else if (!p->rs && p->rs_again)
