@@ -392,17 +392,28 @@ static int secondary_engine_stop(struct manager *m)
 	return r;
 }
 
-static int secondary_engine_start(struct manager *m)
+/* A write engine on m->dev_fd whose next record is engine sequence seq. */
+static int engine_new(struct manager *m, uint64_t seq)
 {
 	struct apply_config cfg;
 	int r;
 
 	apply_config_init(&cfg);
 	cfg.checkpoint_ms = m->cfg->checkpoint_ms;
-
 	r = apply_new(m->dev_fd, m->dev_sectors, &cfg, &m->apply);
 	if (r < 0)
 		return log_error_errno(r, "%s: write engine", m->cfg->resource);
+	r = apply_set_seq(m->apply, seq);
+	if (r < 0)
+		return log_error_errno(r, "%s: write engine", m->cfg->resource);
+	r = ep_add(m, apply_fd(m->apply), EPOLLIN, &m->ev_apply);
+	if (r < 0)
+		return log_error_errno(r, "epoll add engine");
+	return 0;
+}
+
+static int secondary_engine_start(struct manager *m)
+{
 	if (!m->xl)
 		m->xl = malloc(sizeof(*m->xl));
 	if (!m->rs)
@@ -415,13 +426,7 @@ static int secondary_engine_start(struct manager *m)
 	m->xl->epoch = 0;
 	m->xl->after_flush = false;
 	m->rs->len = 0;
-	r = apply_set_seq(m->apply, 0);
-	if (r < 0)
-		return log_error_errno(r, "%s: write engine", m->cfg->resource);
-	r = ep_add(m, apply_fd(m->apply), EPOLLIN, &m->ev_apply);
-	if (r < 0)
-		return log_error_errno(r, "epoll add engine");
-	return 0;
+	return engine_new(m, 0);
 }
 
 /* ---- incoming frames ------------------------------------------------------------------ */
@@ -729,7 +734,6 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
  */
 static int sec_reopen(struct manager *m, const char *path)
 {
-	struct apply_config cfg;
 	int fd, r;
 
 	r = apply_drain(m->apply, (int)m->cfg->drain_timeout_ms);
@@ -745,15 +749,7 @@ static int sec_reopen(struct manager *m, const char *path)
 	m->apply = NULL;
 	close(m->dev_fd);
 	m->dev_fd = fd;
-	apply_config_init(&cfg);
-	cfg.checkpoint_ms = m->cfg->checkpoint_ms;
-	r = apply_new(m->dev_fd, m->dev_sectors, &cfg, &m->apply);
-	if (r < 0)
-		return log_error_errno(r, "%s: write engine", m->cfg->resource);
-	r = apply_set_seq(m->apply, m->xl->lnext);
-	if (r < 0)
-		return log_error_errno(r, "%s: write engine", m->cfg->resource);
-	return ep_add(m, apply_fd(m->apply), EPOLLIN, &m->ev_apply);
+	return engine_new(m, m->xl->lnext);
 }
 
 /*
