@@ -143,7 +143,7 @@ int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
 
 static const char *const root_keys[] = {
 	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
-	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb",
+	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb", "extent-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb", NULL,
@@ -353,6 +353,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if ((r = cfg_uint(x, root, "ring-size-mb", 4, 4096, &c->ring_size_mb)) < 0 ||
 	    (r = cfg_uint(x, root, "hold-timeout-ms", 1, 60000, &c->hold_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
+	    (r = cfg_uint(x, root, "extent-kb", 4, 1048576, &c->extent_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "keepalive-ms", 50, 60000, &c->keepalive_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "peer-timeout-ms", 100, 600000, &c->peer_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||
@@ -364,6 +365,12 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if (c->region_kb & (c->region_kb - 1))
 		return cfg_fail(x, config_setting_get_member(root, "region-kb"),
 				"region-kb: must be a power of 2");
+	if (!c->extent_kb)
+		c->extent_kb = c->region_kb > 4096 ? c->region_kb : 4096;
+	if ((c->extent_kb & (c->extent_kb - 1)) || c->extent_kb < c->region_kb ||
+	    c->extent_kb / c->region_kb > 32768)
+		return cfg_fail(x, config_setting_get_member(root, "extent-kb"),
+				"extent-kb: must be a power of 2, from region-kb to 32768 regions");
 	if (c->reconnect_max_ms < c->reconnect_min_ms)
 		return cfg_fail(x, root, "reconnect-max-ms is below reconnect-min-ms");
 	if (c->peer_timeout_ms <= c->keepalive_ms)

@@ -25,6 +25,7 @@ struct dmdev_table {
 	unsigned int ring_size_mb;
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
+	unsigned int extent_kb;
 };
 
 /* The "repl" line for a table: "<data_dev> <meta_dev|-> <mode> 6 ring_size_mb ..." */

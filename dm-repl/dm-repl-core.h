@@ -25,6 +25,8 @@
 /* Largest bio the target accepts; dm core splits bigger ones for us. */
 #define REPL_MAX_IO_SECTORS	2048U		/* 1 MiB */
 #define REPL_PAYLOAD_ALIGN	512U
+/* regions per write-intent extent: an extent never spans a bitmap page */
+#define REPL_MAX_EXTENT_REGIONS	32768U
 
 /*
  * A sync write is released from degraded mode once the consumer has
@@ -91,6 +93,7 @@ struct repl_ring {
 	u64 data_size;
 	u64 dev_sectors;
 	u32 region_shift;		/* bytes */
+	u32 extent_shift;		/* bytes: write-intent extent */
 
 	spinlock_t lock;		/* everything below */
 	u64 reserved;			/* next sequence number handed out */
@@ -136,6 +139,7 @@ struct repl_c {
 	unsigned int ring_size_mb;
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
+	unsigned int extent_kb;
 	struct list_head ring_node;	/* ring->targets, under ring->tmutex */
 };
 
@@ -143,6 +147,7 @@ struct repl_ring_geometry {
 	u64 data_size;		/* bytes */
 	u64 dev_sectors;
 	u32 region_shift;	/* log2 of the region size in bytes */
+	u32 extent_shift;	/* log2 of the write-intent extent in bytes */
 	struct dm_dev *meta_dev;	/* NULL: no metadata device */
 	char name[DM_NAME_LEN];	/* the mapped device's name (dmsetup's) */
 };
@@ -166,6 +171,7 @@ struct repl_ring_stats {
 	bool consumer;
 	int meta;			/* -1 none, 0 ok, 1 failed */
 	u64 intent_regions;
+	u64 active_extents;
 };
 
 /* dm-repl-ring.c */
@@ -202,6 +208,7 @@ void repl_meta_free(struct repl_ring *ring);
 dev_t repl_meta_devt(struct repl_ring *ring);
 bool repl_meta_failed(struct repl_ring *ring);
 u64 repl_meta_intent_regions(struct repl_ring *ring);
+u64 repl_meta_active_extents(struct repl_ring *ring);
 int repl_meta_get_gens(struct repl_ring *ring, u64 *gen);
 int repl_meta_set_gens(struct repl_ring *ring, const u64 *gen);
 

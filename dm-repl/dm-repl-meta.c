@@ -22,9 +22,18 @@
  * round has written the bitmap page with FUA; rounds batch every page
  * dirtied meanwhile, so one metadata write covers many regions, and a write
  * to a region whose bit is durable never waits, whatever happens to the
- * rest of its page.  Clearing is lazy: a region's bit goes only after it
- * was idle for two passes of the clearing work (2 to 4 s), so a hot
- * region keeps its bit and costs no metadata write.
+ * rest of its page.
+ *
+ * Write-intent extents (extent_kb, a power-of-2 number of regions, as
+ * DRBD's activity-log extents): the first write to an extent that is not
+ * active sets the bits of all its regions on disk, so the next writes
+ * anywhere in the extent find their bit durable.  meta->ext_active: the
+ * extents whose every region is set in ondisk for that reason.  Clearing
+ * is lazy: a region's intent goes only after it was idle for two passes of
+ * the clearing work (2 to 4 s), and an extent's bits go (back to the
+ * out-of-sync bits of its regions) once none of its regions has intent,
+ * so a hot extent keeps its bits and costs no metadata write.  After a
+ * crash, every region of the extents that were active is resynced.
  *
  * Locking: the bitmaps and the deferred list are under ring->lock; metadata
  * I/O is serialized by meta->io_lock (work items, activate, quiesce).
@@ -58,6 +67,10 @@ struct repl_meta {
 	u8 *staging;			/* the pages being written */
 	u8 *synced;			/* what is durably on disk */
 	unsigned long *intent;
+	unsigned long *ext_active;	/* extents whose bits are all in ondisk */
+	u32 ext_shift;			/* log2 of regions per extent */
+	u64 nr_ext;
+	u64 nr_ext_active;
 	unsigned long *touched;		/* written during this clear interval */
 	unsigned long *touched_prev;	/* ... and during the one before */
 	unsigned long *busy;		/* clear pass: regions still needed */
@@ -239,6 +252,48 @@ static void md_work(struct work_struct *work)
 	md_submit(&ready);
 }
 
+/* ring->lock held: the first write to extent x sets all its regions. */
+static void md_activate_extent(struct repl_meta *m, u64 x)
+{
+	u64 r = x << m->ext_shift;
+	u64 end = min_t(u64, r + BIT_ULL(m->ext_shift), m->ring->nr_regions);
+
+	__set_bit(x, m->ext_active);
+	m->nr_ext_active++;
+	for (; r < end; r++) {
+		if (test_bit_le(r, m->ondisk))
+			continue;
+		__set_bit_le(r, m->ondisk);
+		__set_bit(md_page(r), m->page_dirty);
+	}
+}
+
+/*
+ * ring->lock held: an extent with no region in intent goes; its regions
+ * keep their bit on disk only when out of sync.  Returns true when that
+ * changed a page.
+ */
+static bool md_deactivate_extent(struct repl_meta *m, u64 x)
+{
+	struct repl_ring *ring = m->ring;
+	u64 r = x << m->ext_shift;
+	u64 end = min_t(u64, r + BIT_ULL(m->ext_shift), ring->nr_regions);
+	bool dirtied = false;
+
+	if (find_next_bit(m->intent, end, r) < end)
+		return false;
+	__clear_bit(x, m->ext_active);
+	m->nr_ext_active--;
+	for (; r < end; r++) {
+		if (test_bit(r, ring->dirty) || !test_bit_le(r, m->ondisk))
+			continue;
+		__clear_bit_le(r, m->ondisk);
+		__set_bit(md_page(r), m->page_dirty);
+		dirtied = true;
+	}
+	return dirtied;
+}
+
 /*
  * ring->lock held.  Before a write to [pb->sector, +nr_sectors) reaches the
  * disk, its regions' bits must be durable.  Returns true when the bio has
@@ -262,6 +317,8 @@ bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb)
 			m->nr_intent++;
 		__set_bit(r, m->touched);
 		page = md_page(r);
+		if (!test_bit(r >> m->ext_shift, m->ext_active))
+			md_activate_extent(m, r >> m->ext_shift);
 		if (!test_bit_le(r, m->ondisk)) {
 			__set_bit_le(r, m->ondisk);
 			__set_bit(page, m->page_dirty);
@@ -309,7 +366,7 @@ void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region)
 {
 	struct repl_meta *m = ring->meta;
 
-	if (!m || m->failed || test_bit(region, m->intent) ||
+	if (!m || m->failed || test_bit(region >> m->ext_shift, m->ext_active) ||
 	    !test_bit_le(region, m->ondisk))
 		return;
 	__clear_bit_le(region, m->ondisk);
@@ -319,19 +376,18 @@ void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region)
 
 /*
  * Lazy clearing.  A region's intent bit may go when no record that is not
- * both released (every peer has it) and written locally touches it, and no
- * write touched it during this interval or the one before.  Records in [min(released,
- * local_done), reserved) are exactly the ones still needed; slots are not
- * reused below that point (ring_reserve()), so they can be read without
- * the lock.
+ * both released (every peer has it) and written locally touches it, and
+ * (unless @final) no write touched it during this interval or the one
+ * before; an extent goes with the last intent in it.  Records in
+ * [min(released, local_done), reserved) are exactly the ones still needed;
+ * slots are not reused below that point (ring_reserve()), so they can be
+ * read without the lock.  Returns true while some region has intent.
  */
-static void md_clear_work(struct work_struct *work)
+static bool md_clear_pass(struct repl_meta *m, bool final)
 {
-	struct repl_meta *m = container_of(to_delayed_work(work), struct repl_meta,
-					   clear_work);
 	struct repl_ring *ring = m->ring;
 	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
-	u64 lo, hi, s, r, first, last;
+	u64 lo, hi, s, r, x, first, last;
 	bool dirtied = false, again;
 
 	spin_lock_irq(&ring->lock);
@@ -357,22 +413,27 @@ static void md_clear_work(struct work_struct *work)
 
 	spin_lock_irq(&ring->lock);
 	for_each_set_bit(r, m->intent, ring->nr_regions) {
-		if (test_bit(r, m->busy) || test_bit(r, m->touched) ||
-		    test_bit(r, m->touched_prev))
+		if (test_bit(r, m->busy) ||
+		    (!final && (test_bit(r, m->touched) || test_bit(r, m->touched_prev))))
 			continue;
 		__clear_bit(r, m->intent);
 		m->nr_intent--;
-		if (!test_bit(r, ring->dirty) && test_bit_le(r, m->ondisk)) {
-			__clear_bit_le(r, m->ondisk);
-			__set_bit(md_page(r), m->page_dirty);
-			dirtied = true;
-		}
 	}
+	for_each_set_bit(x, m->ext_active, m->nr_ext)
+		dirtied |= md_deactivate_extent(m, x);
 	again = m->nr_intent != 0;
 	spin_unlock_irq(&ring->lock);
 	if (dirtied)
 		repl_ring_queue_work(&m->work);
-	if (again)
+	return again;
+}
+
+static void md_clear_work(struct work_struct *work)
+{
+	struct repl_meta *m = container_of(to_delayed_work(work), struct repl_meta,
+					   clear_work);
+
+	if (md_clear_pass(m, false))
 		repl_ring_delay_work(&m->clear_work, MD_CLEAR_INTERVAL);
 }
 
@@ -446,7 +507,10 @@ void repl_meta_quiesce(struct repl_ring *ring)
 
 	if (!m)
 		return;
-	flush_delayed_work(&m->clear_work);
+	/* nothing is in flight: every region no record needs can go now */
+	cancel_delayed_work_sync(&m->clear_work);
+	if (!m->failed)
+		md_clear_pass(m, true);
 	flush_work(&m->work);
 	if (m->failed)
 		return;
@@ -469,6 +533,11 @@ bool repl_meta_failed(struct repl_ring *ring)
 u64 repl_meta_intent_regions(struct repl_ring *ring)
 {
 	return ring->meta ? ring->meta->nr_intent : 0;
+}
+
+u64 repl_meta_active_extents(struct repl_ring *ring)
+{
+	return ring->meta ? ring->meta->nr_ext_active : 0;
 }
 
 static int md_check(struct repl_ring *ring, struct repl_meta *m,
@@ -571,12 +640,16 @@ int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,
 	m->staging = vzalloc((u64)m->nr_pages * PAGE_SIZE);
 	m->synced = vzalloc((u64)m->nr_pages * PAGE_SIZE);
 	m->intent = md_bitmap_alloc(ring->nr_regions);
+	m->ext_shift = ring->extent_shift - ring->region_shift;
+	m->nr_ext = DIV_ROUND_UP_ULL(ring->nr_regions, BIT_ULL(m->ext_shift));
+	m->ext_active = md_bitmap_alloc(m->nr_ext);
 	m->touched = md_bitmap_alloc(ring->nr_regions);
 	m->touched_prev = md_bitmap_alloc(ring->nr_regions);
 	m->busy = md_bitmap_alloc(ring->nr_regions);
 	m->page_dirty = md_bitmap_alloc(m->nr_pages);
 	m->page_pending = md_bitmap_alloc(m->nr_pages);
-	if (!m->ondisk || !m->staging || !m->synced || !m->intent || !m->touched ||
+	if (!m->ondisk || !m->staging || !m->synced || !m->intent || !m->ext_active ||
+	    !m->touched ||
 	    !m->touched_prev || !m->busy || !m->page_dirty || !m->page_pending) {
 		*error = "Cannot allocate the metadata bitmap";
 		return -ENOMEM;
@@ -636,6 +709,7 @@ void repl_meta_free(struct repl_ring *ring)
 	kvfree(m->busy);
 	kvfree(m->touched_prev);
 	kvfree(m->touched);
+	kvfree(m->ext_active);
 	kvfree(m->intent);
 	vfree(m->synced);
 	vfree(m->staging);

@@ -600,6 +600,7 @@ void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st)
 	st->nr_held = ring->nr_held;
 	st->meta = !ring->meta ? -1 : repl_meta_failed(ring) ? 1 : 0;
 	st->intent_regions = repl_meta_intent_regions(ring);
+	st->active_extents = repl_meta_active_extents(ring);
 	spin_unlock_irq(&ring->lock);
 	st->consumer = READ_ONCE(ring->consumer);
 }
@@ -720,6 +721,7 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	ring->data_size = geo->data_size;
 	ring->dev_sectors = geo->dev_sectors;
 	ring->region_shift = geo->region_shift;
+	ring->extent_shift = geo->extent_shift;
 	ring->nr_regions = DIV_ROUND_UP_ULL(geo->dev_sectors,
 					    1ULL << (geo->region_shift - SECTOR_SHIFT));
 
@@ -786,6 +788,9 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 			r = -EINVAL;
 		} else if (ring->region_shift != geo->region_shift) {
 			*error = "region_kb cannot change while the device exists";
+			r = -EINVAL;
+		} else if (ring->extent_shift != geo->extent_shift) {
+			*error = "extent_kb cannot change while the device exists";
 			r = -EINVAL;
 		} else if (ring->dev_sectors != geo->dev_sectors) {
 			*error = "Device size cannot change while the device exists";

@@ -27,6 +27,7 @@
 #define REPL_DEFAULT_REGION_KB		64U
 #define REPL_MIN_REGION_KB		4U
 #define REPL_MAX_REGION_KB		BIT(20)
+#define REPL_DEFAULT_EXTENT_KB		4096U
 
 static const char *repl_mode_name(enum repl_mode mode)
 {
@@ -50,20 +51,23 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			       struct dm_target *ti)
 {
 	static const struct dm_arg _args[] = {
-		{0, 6, "Invalid number of feature args"},
+		{0, 8, "Invalid number of feature args"},
 		{REPL_MIN_RING_MB, REPL_MAX_RING_MB,
 		 "Invalid ring_size_mb (4..4096)"},
 		{1, REPL_MAX_HOLD_MS, "Invalid hold_timeout_ms (1..60000)"},
 		{REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
 		 "Invalid region_kb (power of 2, 4..1048576)"},
+		{REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
+		 "Invalid extent_kb (power of 2, 4..1048576)"},
 	};
 	bool seen_ring = false, seen_hold = false, seen_region = false;
+	bool seen_extent = false;
 	unsigned int argc;
 	const char *name;
 	int r;
 
 	if (!as->argc)
-		return 0;
+		goto check;
 	r = dm_read_arg_group(_args, as, &argc, &ti->error);
 	if (r)
 		return r;
@@ -104,12 +108,35 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 				ti->error = _args[3].error;
 				r = -EINVAL;
 			}
+		} else if (!strcasecmp(name, "extent_kb")) {
+			if (seen_extent) {
+				ti->error = "Feature extent_kb duplicated";
+				return -EINVAL;
+			}
+			seen_extent = true;
+			r = dm_read_arg(_args + 4, as, &rc->extent_kb,
+					&ti->error);
+			if (!r && !is_power_of_2(rc->extent_kb)) {
+				ti->error = _args[4].error;
+				r = -EINVAL;
+			}
 		} else {
 			ti->error = "Unrecognised feature requested";
 			return -EINVAL;
 		}
 		if (r)
 			return r;
+	}
+check:
+	if (!seen_extent)
+		rc->extent_kb = max(REPL_DEFAULT_EXTENT_KB, rc->region_kb);
+	if (rc->extent_kb < rc->region_kb) {
+		ti->error = "extent_kb is smaller than region_kb";
+		return -EINVAL;
+	}
+	if (rc->extent_kb / rc->region_kb > REPL_MAX_EXTENT_REGIONS) {
+		ti->error = "extent_kb is more than 32768 regions";
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -145,6 +172,11 @@ static void repl_free(struct dm_target *ti, struct repl_c *rc)
  *                                 and a writer for ring space (default 5000)
  *   region_kb <4..1048576>        dirty-bitmap region, a power of 2
  *                                 (default 64)
+ *   extent_kb <4..1048576>        write-intent extent, a power of 2, from
+ *                                 region_kb to 32768 regions (default
+ *                                 4096, or region_kb if larger): the first
+ *                                 write to an extent marks all its regions
+ *                                 on the metadata device at once
  *
  * Example: 0 2097152 repl /dev/vg/data - sync 4 ring_size_mb 128 hold_timeout_ms 2000
  */
@@ -169,6 +201,7 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	rc->ring_size_mb = REPL_DEFAULT_RING_MB;
 	rc->hold_timeout_ms = REPL_DEFAULT_HOLD_MS;
 	rc->region_kb = REPL_DEFAULT_REGION_KB;
+	rc->extent_kb = 0;
 	INIT_LIST_HEAD(&rc->ring_node);
 
 	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
@@ -207,6 +240,7 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	geo.data_size = (u64)rc->ring_size_mb << 20;
 	geo.dev_sectors = ti->len;
 	geo.region_shift = ilog2(rc->region_kb) + 10;
+	geo.extent_shift = ilog2(rc->extent_kb) + 10;
 	geo.meta_dev = rc->meta_dev;
 	/* dm_device_name() is the kernel's "dm-N"; the resource is the dm name. */
 	if (dm_copy_name_and_uuid(dm_table_get_md(ti->table), geo.name, NULL)) {
@@ -314,7 +348,7 @@ static const char *repl_state_name(u32 state)
  *   <mode> <state> <head_seq> <tail_seq> <acked_seq>
  *   <ring_used_bytes>/<ring_bytes> <records_used>/<records>
  *   <bytes_logged> <out_of_sync_bytes> <consumer> <held>
- *   <overflows> <hold_timeouts> <meta> <intent_regions>
+ *   <overflows> <hold_timeouts> <meta> <intent_regions> <active_extents>
  * state: ok | degraded (sync write not acknowledged in time; acting async
  * until caught up) | overflow (ring full: writes go to the dirty bitmap).
  * meta: none (no metadata device) | ok | failed (metadata writes failed:
@@ -343,13 +377,14 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		       st.overflows, st.hold_timeouts,
 		       st.meta < 0 ? "none" : st.meta ? "failed" : "ok",
 		       st.intent_regions);
+		DMEMIT(" %llu", st.active_extents);
 		break;
 	case STATUSTYPE_TABLE:
-		DMEMIT("%s %s %s 6 ring_size_mb %u hold_timeout_ms %u region_kb %u",
+		DMEMIT("%s %s %s 8 ring_size_mb %u hold_timeout_ms %u",
 		       rc->dev->name, rc->meta_dev ? rc->meta_dev->name : "-",
 		       repl_mode_name(READ_ONCE(rc->mode)),
-		       rc->ring_size_mb, READ_ONCE(rc->hold_timeout_ms),
-		       rc->region_kb);
+		       rc->ring_size_mb, READ_ONCE(rc->hold_timeout_ms));
+		DMEMIT(" region_kb %u extent_kb %u", rc->region_kb, rc->extent_kb);
 		break;
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);

@@ -23,6 +23,10 @@ grep -q "unknown setting 'rol'" err.txt || fail "unclear config error: $(cat err
 printf 'resource = "r0"\nnode = ;\n' > bad.conf
 "$REPLD" -t -c bad.conf 2> err.txt && fail "syntax error accepted"
 grep -q "bad.conf:2:" err.txt || fail "no line for a syntax error: $(cat err.txt)"
+printf 'resource = "r0";\nnode = "alpha";\nrole = "primary";\ndevice = "/dev/null";\nregion-kb = 64;\nextent-kb = 32;\npeers = ( { name = "beta"; address = "127.0.0.1:1"; } );\n' > bad.conf
+"$REPLD" -t -c bad.conf 2> err.txt && fail "extent smaller than a region accepted"
+grep -q "bad.conf:6: extent-kb: must be a power of 2, from region-kb" err.txt ||
+	fail "unclear extent-kb error: $(cat err.txt)"
 "$REPLD" -c "$T/none.conf" 2> err.txt && fail "missing file accepted"
 grep -q "cannot read" err.txt || fail "unclear error for a missing file: $(cat err.txt)"
 pass "configuration errors name the file, the line and the problem"

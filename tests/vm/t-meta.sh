@@ -6,7 +6,12 @@
 # for regions already set); bits are cleared lazily once the consumer has
 # released the records; out-of-sync regions stay set; a clean shutdown is
 # marked, and the bits on disk come back as out-of-sync regions both after
-# a clean and after an unclean (power-loss) shutdown.
+# a clean and after an unclean (power-loss) shutdown.  Those checks use one
+# region per write-intent extent (extent_kb 64); then with the default
+# 4 MiB extents: the first write to an extent sets all its 64 regions at
+# once, later writes anywhere in the extent write no metadata, extents go
+# once idle, a clean shutdown clears everything released at once, and after
+# a crash the whole extent comes back out of sync.
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -55,7 +60,7 @@ dd if=/tmp/meta.img of=/tmp/corrupt.img bs=1M status=none
 printf 'X' | dd of=/tmp/corrupt.img bs=1 seek=100 conv=notrunc status=none
 C=$(losetup -f --show /tmp/corrupt.img)
 refused "checksum mismatch" "$T $C async"
-dmsetup create r0 --table "$T $M async 2 ring_size_mb 16" || fail "good metadata refused"
+dmsetup create r0 --table "$T $M async 4 ring_size_mb 16 extent_kb 64" || fail "good metadata refused"
 dmesg -C
 dmsetup create r1 --table "0 $SZ repl /dev/vdb $M async" 2>/dev/null && fail "metadata shared by two devices"
 dmesg | grep -qF "Metadata device already used by another repl device" || fail "no reason for the shared metadata"
@@ -117,7 +122,7 @@ pass "out-of-sync regions persist ($set regions)"
 dmsetup remove r0
 md | jq -e '.clean' > /dev/null || fail "not marked clean after remove"
 dmesg -C
-dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+dmsetup create r0 --table "$T $M async 4 ring_size_mb 16 extent_kb 64"
 dmesg | grep -q "r0: clean shutdown: $set regions out of sync" || fail "clean reload not reported: $(dmesg | tail -n 3)"
 [ "$(repl_st r0 oos)" = "$oos" ] || fail "oos after reload $(repl_st r0 oos), expected $oos"
 
@@ -130,10 +135,67 @@ losetup -d "$M"
 cp /tmp/crash.img /tmp/meta.img
 M=$(losetup -f --show /tmp/meta.img)
 dmesg -C
-dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+dmsetup create r0 --table "$T $M async 4 ring_size_mb 16 extent_kb 64"
 dmesg | grep -q "r0: unclean shutdown: $((set + 16)) regions out of sync" ||
 	fail "unclean reload not reported: $(dmesg | tail -n 3)"
 [ "$(repl_st r0 oos)" = $((oos + 1048576)) ] || fail "oos after crash $(repl_st r0 oos)"
 dmsetup remove r0
-losetup -d "$M" "$Z" "$S" "$O" "$C"
 pass "clean and unclean shutdowns: the bits on disk come back out of sync"
+
+# --- write-intent extents (default extent_kb 4096: 64 regions)
+"$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 --force > /dev/null || fail "create-md --force"
+dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+dmsetup table r0 | grep -q " region_kb 64 extent_kb 4096$" || fail "default extent: $(dmsetup table r0)"
+w0=$(meta_writes)
+dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((100 * 256 + 3)) oflag=direct status=none
+md | jq -e '.set == [[1600, 1663]]' > /dev/null || fail "extent of MiB 100 not on disk: $(md | jq -c .set)"
+[ "$(repl_st r0 extents)" = 1 ] && [ "$(repl_st r0 intent)" = 1 ] ||
+	fail "extents $(repl_st r0 extents), intent regions $(repl_st r0 intent)"
+w1=$(meta_writes)
+[ "$w1" -gt "$w0" ] || fail "no metadata write for a new extent"
+for i in 5 77 300 511 640 1023; do
+	dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((100 * 256 + i)) oflag=direct status=none
+done
+[ "$(meta_writes)" = "$w1" ] || fail "writes inside an active extent wrote metadata ($w1 -> $(meta_writes))"
+[ "$(repl_st r0 intent)" = 6 ] || fail "intent regions $(repl_st r0 intent), expected 6"
+w2=$(meta_writes)
+fio --name=spread --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=32 --direct=1 \
+	--ioengine=libaio --size=512M --offset=256M --number_ios=2000 --eta=never \
+	--output=/tmp/fio.txt || fail "fio"
+ext=$(repl_st r0 extents)
+set_now=$(md | jq .set_regions)
+mw=$(($(meta_writes) - w2))
+log "2000 random 4k writes over 512 MiB: $ext extents active, $set_now regions set, $mw metadata writes"
+[ "$set_now" -eq $(((ext) * 64)) ] || fail "$set_now regions set for $ext extents"
+[ "$ext" -gt 100 ] && [ "$ext" -le 129 ] || fail "$ext extents active"
+[ "$mw" -le $((ext - 1)) ] || fail "$mw metadata writes for $((ext - 1)) new extents"
+pass "extents: one metadata write sets 64 regions; nothing for writes inside an active extent"
+
+# lazy: once released and idle, extents go, back to the out-of-sync bits
+consumer_start r0 /dev/null --no-hash --timeout-ms 60000
+wait_for 20 "[ \"\$(repl_st r0 tail)\" = \"\$(repl_st r0 head)\" ]" || fail "consumer did not drain"
+wait_for 20 "[ \"\$(md | jq .set_regions)\" = 0 ]" || fail "extents not cleared: $(md | jq .set_regions) set"
+[ "$(repl_st r0 extents)" = 0 ] || fail "extents $(repl_st r0 extents) still active"
+# a clean shutdown right after released writes clears them at once
+dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((200 * 256)) oflag=direct status=none
+wait_for 20 "[ \"\$(repl_st r0 tail)\" = \"\$(repl_st r0 head)\" ]" || fail "consumer did not drain"
+[ "$(md | jq .set_regions)" = 64 ] || fail "extent of MiB 200 not set: $(md | jq -c .set)"
+consumer_stop
+dmsetup remove r0
+md | jq -e '.clean and .set_regions == 0' > /dev/null || fail "clean shutdown left bits: $(md | jq -c '[.clean, .set]')"
+# a crash keeps the whole extent
+dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((300 * 256 + 17)) oflag=direct status=none
+cp /tmp/meta.img /tmp/crash.img
+dmsetup remove r0
+losetup -d "$M"
+cp /tmp/crash.img /tmp/meta.img
+M=$(losetup -f --show /tmp/meta.img)
+dmesg -C
+dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+dmesg | grep -q "r0: unclean shutdown: 64 regions out of sync" ||
+	fail "unclean reload with extents: $(dmesg | tail -n 3)"
+[ "$(repl_st r0 oos)" = $((4 << 20)) ] || fail "oos after crash $(repl_st r0 oos)"
+dmsetup remove r0
+losetup -d "$M" "$Z" "$S" "$O" "$C"
+pass "extents go when idle or at a clean shutdown; after a crash the extent is out of sync"
