@@ -8,7 +8,10 @@
 # regions).  Prints the medians, the ratio meta/no-meta (goal: the metadata
 # costs at most 5%) and the metadata device's writes per 1000 data writes
 # (/sys/block/<disk>/stat).
-# Usage: tests/bench/bench-meta.sh [build dir]   env: ROUNDS (3), RUNTIME (8 s)
+# The verdict is on the median of the per-round ratios (the two runs of a
+# round are adjacent in time; the machine's speed drifts by 10-30% between
+# rounds); the ratio of the medians is printed too.
+# Usage: tests/bench/bench-meta.sh [build dir]   env: ROUNDS (5), RUNTIME (8 s)
 #
 # This one file is both sides: on the host it boots the guest (vm-run.sh)
 # with BENCH_META_GUEST=1 and runs itself there.
@@ -22,7 +25,7 @@ if [ "${BENCH_META_GUEST:-0}" != 1 ]; then
 	ninja -C "$B" dm-repl/dm-repl.ko daemon/replctl tests/tools/repl-ringtest >/dev/null
 	DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 		"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 900 --name bench-meta \
-		--env BENCH_META_GUEST=1 --env ROUNDS="${ROUNDS:-3}" --env RUNTIME="${RUNTIME:-8}" \
+		--env BENCH_META_GUEST=1 --env ROUNDS="${ROUNDS:-5}" --env RUNTIME="${RUNTIME:-8}" \
 		"$SRC/tests/bench/bench-meta.sh" > "$B/bench-meta.log" 2>&1 || { tail -40 "$B/bench-meta.log"; exit 1; }
 	grep -a '^BENCH' "$B/bench-meta.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
 	exit 0
@@ -37,7 +40,7 @@ fi
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 RUNTIME=${RUNTIME:-8}
 REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
 DATA=/dev/vda
@@ -116,8 +119,8 @@ done
 for w in $WORKLOADS; do
 	pr=$(paste -d' ' "$R/meta.$w" "$R/nometa.$w" | awk '{ print $1 / $5 }' | median)
 	awk -v w="$w" -v ni="$(med "nometa.$w" 1)" -v mi="$(med "meta.$w" 1)" -v pr="$pr" 'BEGIN {
-		printf "BENCH-GOAL %s: meta/no-meta IOPS %.3f (cost %.1f%%), per round %.3f [goal >= 0.95]: %s\n", w,
-			mi / ni, (1 - mi / ni) * 100, pr, (mi / ni >= 0.95) ? "met" : "NOT met" }'
+		printf "BENCH-GOAL %s: meta/no-meta IOPS, median of the per-round ratios %.3f (cost %.1f%%) [goal >= 0.95]: %s; ratio of the medians %.3f\n", w,
+			pr, (1 - pr) * 100, (pr >= 0.95) ? "met" : "NOT met", mi / ni }'
 done
 echo "BENCH-RAW (IOPS lat_us meta_writes/1000 meta_flushes/1000 per round)"
 for f in "$R"/nometa.* "$R"/meta.*; do echo "BENCH-RAW ${f#"$R"/} $(tr '\n' ';' < "$f")"; done
