@@ -218,8 +218,8 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if (!config_setting_is_list(list) && !config_setting_is_array(list))
 		return cfg_fail(x, list, "peers: expected a list ( {...}, ... )");
 	c->nr_peers = (unsigned int)config_setting_length(list);
-	if (c->nr_peers < 1 || c->nr_peers > 16)
-		return cfg_fail(x, list, "peers: between 1 and 16 peers");
+	if (c->nr_peers < 1 || c->nr_peers > CFG_MAX_PEERS)
+		return cfg_fail(x, list, "peers: between 1 and %u peers", CFG_MAX_PEERS);
 	c->peers = calloc(c->nr_peers, sizeof(*c->peers));
 	if (!c->peers)
 		return -ENOMEM;

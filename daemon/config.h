@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#define CFG_MAX_PEERS	16U
+
 #define CONFIG_DIR		"/etc/dm-repl"
 #define CONFIG_NAME_MAX		64
 

@@ -42,7 +42,7 @@
 #include "manager-internal.h"
 #include "ring.h"
 
-#define RS_INFLIGHT	8U			/* units being read or hashed */
+#define RS_INFLIGHT	32U			/* units being read or hashed */
 #define RS_FLUSH_BYTES	(64ULL << 20)		/* ResyncFlush every ... */
 #define RS_BLOCK_SECTORS 8U			/* 4 KiB hash blocks */
 
@@ -118,7 +118,8 @@ int resync_open(struct manager *m)
 	if (m->rs_efd < 0)
 		return log_error_errno(-errno, "eventfd");
 	memset(&m->rs_ctx, 0, sizeof(m->rs_ctx));
-	if (io_setup(64, &m->rs_ctx) < 0)
+	/* every peer may resync at once */
+	if (io_setup(RS_INFLIGHT * CFG_MAX_PEERS, &m->rs_ctx) < 0)
 		return log_error_errno(-EIO, "%s: io_setup", m->cfg->resource);
 	m->ev_resync.kind = EV_RESYNC;
 	m->ev_resync.ptr = m;
@@ -668,7 +669,10 @@ static void resync_peer_pump(struct resync *rs)
 		}
 		if (!next_unit(rs, &sector, &nr))
 			break;
-		if (!u->buf && posix_memalign(&u->buf, 4096, WIRE_MAX_PAYLOAD)) {
+		/* a unit never crosses its region's end (next_unit()) */
+		if (!u->buf && posix_memalign(&u->buf, 4096,
+					      rs->region_sectors << 9 < WIRE_MAX_PAYLOAD ?
+					      rs->region_sectors << 9 : WIRE_MAX_PAYLOAD)) {
 			u->buf = NULL;
 			resync_stop(p, "out of memory");
 			return;
