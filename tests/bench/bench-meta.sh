@@ -11,7 +11,8 @@
 # The verdict is on the median of the per-round ratios (the two runs of a
 # round are adjacent in time; the machine's speed drifts by 10-30% between
 # rounds); the ratio of the medians is printed too.
-# Usage: tests/bench/bench-meta.sh [build dir]   env: ROUNDS (5), RUNTIME (8 s)
+# Usage: tests/bench/bench-meta.sh [build dir]
+#   env: ROUNDS (5), RUNTIME (8 s), WORKLOADS ("1G-qd32 1G-qd1 64M-qd32 64M-qd1")
 #
 # This one file is both sides: on the host it boots the guest (vm-run.sh)
 # with BENCH_META_GUEST=1 and runs itself there.
@@ -25,7 +26,7 @@ if [ "${BENCH_META_GUEST:-0}" != 1 ]; then
 	ninja -C "$B" dm-repl/dm-repl.ko daemon/replctl tests/tools/repl-ringtest >/dev/null
 	DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 		"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 900 --name bench-meta \
-		--env BENCH_META_GUEST=1 --env ROUNDS="${ROUNDS:-5}" --env RUNTIME="${RUNTIME:-8}" \
+		--env BENCH_META_GUEST=1 --env ROUNDS="${ROUNDS:-5}" --env WORKLOADS="${WORKLOADS:-1G-qd32 1G-qd1 64M-qd32 64M-qd1}" --env RUNTIME="${RUNTIME:-8}" \
 		"$SRC/tests/bench/bench-meta.sh" > "$B/bench-meta.log" 2>&1 || { tail -40 "$B/bench-meta.log"; exit 1; }
 	grep -a '^BENCH' "$B/bench-meta.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
 	exit 0
@@ -94,7 +95,7 @@ fio --name=prefill --filename=$DATA --rw=write --bs=1M --iodepth=8 --direct=1 \
 	--ioengine=libaio --size=1G --eta=never > /dev/null || fail "prefill"
 dd if=/dev/zero of=$META bs=1M count=4 oflag=direct status=none
 
-WORKLOADS="1G-qd32 1G-qd1 64M-qd32 64M-qd1"
+WORKLOADS=${WORKLOADS:-"1G-qd32 1G-qd1 64M-qd32 64M-qd1"}
 r=0
 while [ $r -lt "$ROUNDS" ]; do
 	log "round $((r + 1)) of $ROUNDS"
