@@ -68,6 +68,7 @@ struct repl_bio {
 #define RB_COPIED	BIT(4)	/* payload is in the ring */
 #define RB_LOCAL_DONE	BIT(5)	/* local write done, waiting for the copy */
 #define RB_LOCAL_MARKED	BIT(6)	/* local completion counted */
+#define RB_META_WAIT	BIT(7)	/* record unpublished until its bits are durable */
 
 struct repl_meta;
 
@@ -199,6 +200,7 @@ int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,
 		   char **error);
 bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb);
 void repl_meta_defer(struct repl_ring *ring, struct bio *bio);
+void repl_ring_meta_ready(struct repl_ring *ring, struct repl_bio *pb);
 void repl_meta_set_dirty_bit(struct repl_ring *ring, u64 region);
 void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region);
 int repl_meta_activate(struct repl_ring *ring);

@@ -176,10 +176,12 @@ static void md_take_ready(struct repl_meta *m, struct bio_list *out)
 	while ((bio = bio_list_pop(&m->deferred))) {
 		struct repl_bio *pb = dm_per_bio_data(bio, sizeof(*pb));
 
-		if (m->failed || pb->meta_round <= m->round_done)
+		if (m->failed || pb->meta_round <= m->round_done) {
+			repl_ring_meta_ready(m->ring, pb);
 			bio_list_add(out, bio);
-		else
+		} else {
 			bio_list_add(&keep, bio);
+		}
 	}
 	bio_list_merge(&m->deferred, &keep);
 }

@@ -288,7 +288,8 @@ static void ring_copy_work(struct work_struct *work)
 	ring_copy_bio(ring->data + pb->data_off, bio, pb->iter);
 
 	spin_lock_irq(&ring->lock);
-	ring_commit(ring, pb->seq);
+	if (!(pb->flags & RB_META_WAIT))
+		ring_commit(ring, pb->seq);
 	pb->flags |= RB_COPIED;
 	if (pb->flags & RB_LOCAL_DONE) {
 		/* A failed local write is never held. */
@@ -344,6 +345,14 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 	}
 	ring_fill(ring, seq, op, flags, pb->sector, pb->nr_sectors, off, len);
 	defer = repl_meta_intent(ring, pb);
+	/*
+	 * A peer must not get a write whose bits could still be lost: after
+	 * a crash, a region that differs from a peer has to be in the bitmap.
+	 * So the record is published only once its metadata round is done
+	 * (repl_ring_meta_ready()).
+	 */
+	if (defer)
+		pb->flags |= RB_META_WAIT;
 	spin_unlock_irq(&ring->lock);
 
 	pb->seq = seq;
@@ -358,9 +367,10 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		/* Copies of concurrent writers proceed in parallel. */
 		if (len)
 			ring_copy_bio(ring->data + off, bio, bio->bi_iter);
-		pb->flags |= RB_LOGGED | RB_COPIED;
 		spin_lock_irq(&ring->lock);
-		ring_commit(ring, seq);
+		pb->flags |= RB_LOGGED | RB_COPIED;
+		if (!(pb->flags & RB_META_WAIT))
+			ring_commit(ring, seq);
 		spin_unlock_irq(&ring->lock);
 	}
 	goto out;
@@ -379,6 +389,19 @@ out:
 	repl_meta_defer(ring, bio);
 	spin_unlock_irq(&ring->lock);
 	return DM_MAPIO_SUBMITTED;
+}
+
+/*
+ * ring->lock held: the metadata round a deferred bio waited for is on disk
+ * (or the metadata device failed); publish its record once it is copied.
+ */
+void repl_ring_meta_ready(struct repl_ring *ring, struct repl_bio *pb)
+{
+	if (!(pb->flags & RB_META_WAIT))
+		return;
+	pb->flags &= ~RB_META_WAIT;
+	if (pb->flags & RB_COPIED)
+		ring_commit(ring, pb->seq);
 }
 
 static void ring_complete_list(struct list_head *list)
