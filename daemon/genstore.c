@@ -59,6 +59,17 @@ int gens_load(struct manager *m)
 			return log_error_errno(r, "%s: %s", m->cfg->resource, err);
 		for (int i = 0; i < 4; i++)
 			g[i] = mi.gen[i];
+		if (m->cfg->role == ROLE_SECONDARY && mi.role != DM_REPL_MD_ROLE_SECONDARY) {
+			if (mi.role == DM_REPL_MD_ROLE_PRIMARY && !(mi.flags & DM_REPL_MD_CLEAN))
+				log_warning("%s: this node was primary and went down without a clean shutdown",
+					    m->cfg->resource);
+			/* the metadata records what this node is now */
+			r = md_update(m->cfg->meta_device, NULL, false, DM_REPL_MD_ROLE_SECONDARY,
+				      err, sizeof(err));
+			if (r < 0)
+				log_warning("%s: cannot record the secondary role: %s",
+					    m->cfg->resource, err);
+		}
 	} else {
 		FILE *f;
 
@@ -91,7 +102,10 @@ int gens_save(struct manager *m)
 			 " %016" PRIx64, v[0], v[1], v[2], v[3]);
 		r = dmdev_message(m->dm_name, msg, NULL, 0);
 	} else if (has_meta(m)) {
-		r = md_update(m->cfg->meta_device, v, false, err, sizeof(err));
+		r = md_update(m->cfg->meta_device, v, false,
+			      m->cfg->role == ROLE_PRIMARY ? DM_REPL_MD_ROLE_PRIMARY :
+							     DM_REPL_MD_ROLE_SECONDARY,
+			      err, sizeof(err));
 		if (r < 0)
 			log_error("%s: %s", m->cfg->resource, err);
 	} else {

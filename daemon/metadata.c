@@ -102,6 +102,7 @@ int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *
 	mi.bitmap_offset = le64toh(sb.bitmap_offset);
 	mi.bitmap_bytes = le64toh(sb.bitmap_bytes);
 	mi.events = le64toh(sb.events);
+	mi.role = le32toh(sb.role);
 	for (int i = 0; i < 4; i++)
 		mi.gen[i] = le64toh(sb.gen[i]);
 	memcpy(mi.uuid, sb.uuid, sizeof(mi.uuid));
@@ -221,8 +222,21 @@ fail:
 	return r;
 }
 
-int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, char *err,
-	      size_t errlen)
+const char *md_role_name(uint32_t role)
+{
+	switch (role) {
+	case DM_REPL_MD_ROLE_NONE:
+		return "none";
+	case DM_REPL_MD_ROLE_PRIMARY:
+		return "primary";
+	case DM_REPL_MD_ROLE_SECONDARY:
+		return "secondary";
+	}
+	return "invalid";
+}
+
+int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, uint32_t role,
+	      char *err, size_t errlen)
 {
 	struct md_info mi;
 	struct dm_repl_md_sb sb;
@@ -265,6 +279,8 @@ int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, cha
 	if (gen)
 		for (i = 0; i < 4; i++)
 			sb.gen[i] = htole64(gen[i]);
+	if (role != DM_REPL_MD_ROLE_NONE)
+		sb.role = htole32(role);
 	sb.events = htole64(le64toh(sb.events) + 1);
 	sb.csum = 0;
 	memcpy(block, &sb, sizeof(sb));

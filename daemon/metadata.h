@@ -23,6 +23,7 @@ struct md_info {
 	uint64_t bitmap_bytes;
 	uint64_t events;
 	uint64_t gen[4];		/* generation identifiers (gens.h) */
+	uint32_t role;			/* DM_REPL_MD_ROLE_* */
 	uint64_t nr_regions;
 	uint64_t set_regions;		/* bits set in the bitmap */
 	uint8_t *bitmap;		/* md_read() with want_bitmap; free() it */
@@ -46,11 +47,14 @@ int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *
 /*
  * Metadata no target uses (a secondary's, a demoted primary's): set the
  * generation identifiers (gen != NULL) and/or zero the bitmap (a resync
- * made this copy equal to its primary).  The superblock is rewritten with
- * a new checksum and made durable.  Opened O_EXCL: -EBUSY while a target
- * holds it.
+ * made this copy equal to its primary), and the role (DM_REPL_MD_ROLE_*;
+ * NONE keeps it).  The superblock is rewritten with a new checksum and
+ * made durable.  Opened O_EXCL: -EBUSY while a target holds it.
  */
-int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, char *err,
-	      size_t errlen);
+int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, uint32_t role,
+	      char *err, size_t errlen);
+
+/* "none", "primary", "secondary" or "invalid" */
+const char *md_role_name(uint32_t role);
 
 #endif

@@ -699,6 +699,7 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 					       json_object_new_uint64(mi.bitmap_offset));
 		}
 		json_object_object_add(o, "clean", json_object_new_boolean(mi.flags & DM_REPL_MD_CLEAN));
+		json_object_object_add(o, "role", json_object_new_string(md_role_name(mi.role)));
 		json_object_object_add(o, "events", json_object_new_uint64(mi.events));
 		json_object_object_add(o, "dev_sectors", json_object_new_uint64(mi.dev_sectors));
 		json_object_object_add(o, "region_bytes", json_object_new_uint64(1ULL << mi.region_shift));
@@ -722,8 +723,9 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
 	} else {
-		printf("resource:%s %s events:%" PRIu64 " sectors:%" PRIu64 " region:%llu KiB regions:%" PRIu64 " set:%" PRIu64 "\n",
-		       mi.resource, mi.flags & DM_REPL_MD_CLEAN ? "clean" : "in-use", mi.events,
+		printf("resource:%s %s role:%s events:%" PRIu64 " sectors:%" PRIu64 " region:%llu KiB regions:%" PRIu64 " set:%" PRIu64 "\n",
+		       mi.resource, mi.flags & DM_REPL_MD_CLEAN ? "clean" : "in-use",
+		       md_role_name(mi.role), mi.events,
 		       mi.dev_sectors, (1ULL << mi.region_shift) >> 10, mi.nr_regions,
 		       mi.set_regions);
 		printf("  version:%u generation:%016" PRIx64 " bitmap-generation:%016" PRIx64

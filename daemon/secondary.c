@@ -771,7 +771,8 @@ static int sec_adopt(struct manager *m, uint64_t gen)
 			 m->cfg->resource, gen);
 	}
 	if (strcmp(m->cfg->meta_device, "-") && sec_own_bitmap(m, NULL)) {
-		r = md_update(m->cfg->meta_device, NULL, true, err, sizeof(err));
+		r = md_update(m->cfg->meta_device, NULL, true, DM_REPL_MD_ROLE_SECONDARY, err,
+			      sizeof(err));
 		if (r < 0)
 			return log_error_errno(r, "%s: %s", m->cfg->resource, err);
 	}

@@ -448,6 +448,7 @@ int repl_meta_activate(struct repl_ring *ring)
 	if (!m || m->failed)
 		return 0;
 	mutex_lock(&m->io_lock);
+	m->sb->role = cpu_to_le32(DM_REPL_MD_ROLE_PRIMARY);
 	r = md_write_sb(m, false);
 	if (!r)
 		m->active = true;
@@ -577,6 +578,10 @@ static int md_check(struct repl_ring *ring, struct repl_meta *m,
 	}
 	if (le32_to_cpu(sb->region_shift) != ring->region_shift) {
 		*error = "Metadata region size differs from region_kb";
+		return -EINVAL;
+	}
+	if (le32_to_cpu(sb->role) > DM_REPL_MD_ROLE_SECONDARY) {
+		*error = "Metadata role invalid";
 		return -EINVAL;
 	}
 	m->bitmap_offset = le64_to_cpu(sb->bitmap_offset);

@@ -154,7 +154,10 @@ connected beta alpha
 wait_for 20 "[ \"\$(st beta '.peers[0].durable')\" = \"\$(st beta .target.head)\" ]" || fail "not durable on alpha"
 same $((48 * MiB)) || fail "alpha differs from the new primary"
 ! grep -q "full sync" /tmp/beta.log || fail "full sync on failover: $(grep -B3 'full sync' /tmp/beta.log)"
-pass "failover: beta primary, alpha rejoined as its secondary without a full sync"
+md_role() { "$REPLCTL" --json dump-md --meta "$1" | jq -r .role; }
+[ "$(md_role "$MA")" = secondary ] || fail "alpha's metadata says role $(md_role "$MA")"
+[ "$(md_role "$MB")" = primary ] || fail "beta's metadata says role $(md_role "$MB")"
+pass "failover: beta primary, alpha rejoined as its secondary without a full sync; the metadata records the roles"
 
 # back: alpha primary again, and an unclean restart of it
 ctl beta secondary r0 > /dev/null || fail "beta not demoted again"

@@ -43,7 +43,7 @@ meta_writes() { awk '{ print $5 }' "/sys/block/${M#/dev/}/stat"; }
 grep -q "already holds dm-repl metadata of resource r0 (--force overwrites it)" /tmp/err || fail "unclear: $(cat /tmp/err)"
 "$REPLCTL" create-md --meta "$S" --data "$A" --resource r0 2> /tmp/err && fail "create-md on a too small device"
 grep -q "too small" /tmp/err || fail "unclear: $(cat /tmp/err)"
-md | jq -e '.resource == "r0" and .clean and .set_regions == 0 and .regions == 16384' > /dev/null ||
+md | jq -e '.resource == "r0" and .clean and .role == "none" and .set_regions == 0 and .regions == 16384' > /dev/null ||
 	fail "fresh metadata: $(md)"
 pass "create-md"
 
@@ -70,7 +70,7 @@ grep -q "Device or resource busy" /tmp/err || fail "unclear: $(cat /tmp/err)"
 dmsetup table r0 | grep -q " $(stat -Lc '%Hr:%Lr' "$M") async " ||
 	fail "table does not name the metadata device: $(dmsetup table r0)"
 [ "$(repl_st r0 meta)" = ok ] || fail "meta state $(repl_st r0 meta)"
-md | jq -e '.clean == false' > /dev/null || fail "superblock not marked in use"
+md | jq -e '.clean == false and .role == "primary"' > /dev/null || fail "superblock not marked in use by a primary: $(md | jq -c '[.clean, .role]')"
 pass "metadata refused when missing, too small, foreign, of another geometry, corrupt or in use"
 
 # --- bits durable before the write completes; already-set regions cost nothing

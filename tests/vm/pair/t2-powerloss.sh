@@ -70,9 +70,10 @@ KA=$(sed -n '/^[0-9][0-9]*$/p' "$RUN/a/cmd/prefix.out")
 log "after the reboot A's disk holds exactly writes 1..$KA"
 ((KB <= KA + 1)) || die "B holds writes up to $KB, more than one beyond A's $KA"
 grun a md 'replctl --json dump-md --meta /dev/vdb > /srv/md.json' >/dev/null || die "dump-md"
-read -r clean nset rbytes < <(jq -r '"\(.clean) \(.set_regions) \(.region_bytes)"' "$RUN/a/md.json")
-log "A's metadata: clean $clean, $nset regions set, region $rbytes bytes"
+read -r clean nset rbytes role < <(jq -r '"\(.clean) \(.set_regions) \(.region_bytes) \(.role)"' "$RUN/a/md.json")
+log "A's metadata: clean $clean, role $role, $nset regions set, region $rbytes bytes"
 [[ $clean == false ]] || die "A's metadata says clean after a power loss"
+[[ $role == primary ]] || die "A's metadata says role $role after a power loss as primary"
 ((nset > 0)) || die "no region set in A's bitmap after a power loss under load"
 cmp -l "$(disk_img a 0)" "$(disk_img b 0)" | awk -v rb="$rbytes" '{ r = int(($1 - 1) / rb); if (!(r in s)) { s[r] = 1; print r } }' >"$RUN/diff-regions.txt"
 jq -r '.set[] | "\(.[0]) \(.[1])"' "$RUN/a/md.json" >"$RUN/set-regions.txt"

@@ -237,6 +237,10 @@ struct dm_repl_regions {
 
 /* sb.flags */
 #define DM_REPL_MD_CLEAN	(1U << 0) /* no write was in flight at shutdown */
+/* role: what the node that last wrote the superblock was */
+#define DM_REPL_MD_ROLE_NONE		0	/* fresh from create-md */
+#define DM_REPL_MD_ROLE_PRIMARY		1	/* the repl target used it */
+#define DM_REPL_MD_ROLE_SECONDARY	2	/* repld as a secondary updated it */
 
 struct dm_repl_md_sb {
 	__le32 magic;
@@ -251,7 +255,7 @@ struct dm_repl_md_sb {
 	char resource[DM_REPL_MD_NAME_MAX];	/* the dm device's name, NUL padded */
 	__le64 events;		/* bumped on every superblock write */
 	__le64 gen[4];		/* generation identifiers (reserved) */
-	__le32 role;		/* reserved */
+	__le32 role;		/* DM_REPL_MD_ROLE_* */
 	__le32 __pad;
 };
 
