@@ -144,6 +144,7 @@ int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
 static const char *const root_keys[] = {
 	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
 	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb", "extent-kb",
+	"max-extents",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb", NULL,
@@ -344,6 +345,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	c->ring_size_mb = 64;
 	c->hold_timeout_ms = 5000;
 	c->region_kb = 64;
+	c->max_extents = 1237;
 	c->keepalive_ms = 1000;
 	c->peer_timeout_ms = 5000;
 	c->reconnect_min_ms = 100;
@@ -354,6 +356,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	    (r = cfg_uint(x, root, "hold-timeout-ms", 1, 60000, &c->hold_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "extent-kb", 4, 1048576, &c->extent_kb)) < 0 ||
+	    (r = cfg_uint(x, root, "max-extents", 1, 16777216, &c->max_extents)) < 0 ||
 	    (r = cfg_uint(x, root, "keepalive-ms", 50, 60000, &c->keepalive_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "peer-timeout-ms", 100, 600000, &c->peer_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||

@@ -26,6 +26,7 @@ struct dmdev_table {
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
 	unsigned int extent_kb;
+	unsigned int max_extents;
 };
 
 /* The "repl" line for a table: "<data_dev> <meta_dev|-> <mode> 6 ring_size_mb ..." */

@@ -1071,6 +1071,7 @@ static int primary_open_device(struct manager *m, dev_t *ret)
 			.hold_timeout_ms = c->on_peer_loss == LOSS_BLOCK ? 60000 : c->hold_timeout_ms,
 			.region_kb = c->region_kb,
 			.extent_kb = c->extent_kb,
+			.max_extents = c->max_extents,
 		});
 		if (r < 0)
 			return log_error_errno(r, "%s: cannot create the repl device over %s (is dm-repl loaded? see the kernel log)",

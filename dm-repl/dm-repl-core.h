@@ -95,6 +95,7 @@ struct repl_ring {
 	u64 dev_sectors;
 	u32 region_shift;		/* bytes */
 	u32 extent_shift;		/* bytes: write-intent extent */
+	u32 max_extents;		/* active write-intent extents at most */
 
 	spinlock_t lock;		/* everything below */
 	u64 reserved;			/* next sequence number handed out */
@@ -141,6 +142,7 @@ struct repl_c {
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
 	unsigned int extent_kb;
+	unsigned int max_extents;
 	struct list_head ring_node;	/* ring->targets, under ring->tmutex */
 };
 
@@ -149,6 +151,7 @@ struct repl_ring_geometry {
 	u64 dev_sectors;
 	u32 region_shift;	/* log2 of the region size in bytes */
 	u32 extent_shift;	/* log2 of the write-intent extent in bytes */
+	u32 max_extents;	/* active at most */
 	struct dm_dev *meta_dev;	/* NULL: no metadata device */
 	char name[DM_NAME_LEN];	/* the mapped device's name (dmsetup's) */
 };

@@ -28,7 +28,9 @@
  * DRBD's activity-log extents): the first write to an extent that is not
  * active sets the bits of all its regions on disk, so the next writes
  * anywhere in the extent find their bit durable.  meta->ext_active: the
- * extents whose every region is set in ondisk for that reason.  Clearing
+ * extents whose every region is set in ondisk for that reason; at most
+ * max_extents of them (as DRBD's al-extents, it bounds the resync after a
+ * crash): beyond, a write marks its own regions only.  Clearing
  * is lazy: a region's intent goes only after it was idle for two passes of
  * the clearing work (2 to 4 s), and an extent's bits go (back to the
  * out-of-sync bits of its regions) once none of its regions has intent,
@@ -319,7 +321,8 @@ bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb)
 			m->nr_intent++;
 		__set_bit(r, m->touched);
 		page = md_page(r);
-		if (!test_bit(r >> m->ext_shift, m->ext_active))
+		if (!test_bit(r >> m->ext_shift, m->ext_active) &&
+		    m->nr_ext_active < ring->max_extents)
 			md_activate_extent(m, r >> m->ext_shift);
 		if (!test_bit_le(r, m->ondisk)) {
 			__set_bit_le(r, m->ondisk);
@@ -368,7 +371,8 @@ void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region)
 {
 	struct repl_meta *m = ring->meta;
 
-	if (!m || m->failed || test_bit(region >> m->ext_shift, m->ext_active) ||
+	if (!m || m->failed || test_bit(region, m->intent) ||
+	    test_bit(region >> m->ext_shift, m->ext_active) ||
 	    !test_bit_le(region, m->ondisk))
 		return;
 	__clear_bit_le(region, m->ondisk);
@@ -420,6 +424,13 @@ static bool md_clear_pass(struct repl_meta *m, bool final)
 			continue;
 		__clear_bit(r, m->intent);
 		m->nr_intent--;
+		/* a region marked on its own (max_extents were active) */
+		if (!test_bit(r >> m->ext_shift, m->ext_active) &&
+		    !test_bit(r, ring->dirty) && test_bit_le(r, m->ondisk)) {
+			__clear_bit_le(r, m->ondisk);
+			__set_bit(md_page(r), m->page_dirty);
+			dirtied = true;
+		}
 	}
 	for_each_set_bit(x, m->ext_active, m->nr_ext)
 		dirtied |= md_deactivate_extent(m, x);

@@ -745,6 +745,7 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	ring->dev_sectors = geo->dev_sectors;
 	ring->region_shift = geo->region_shift;
 	ring->extent_shift = geo->extent_shift;
+	ring->max_extents = geo->max_extents;
 	ring->nr_regions = DIV_ROUND_UP_ULL(geo->dev_sectors,
 					    1ULL << (geo->region_shift - SECTOR_SHIFT));
 
@@ -814,6 +815,9 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 			r = -EINVAL;
 		} else if (ring->extent_shift != geo->extent_shift) {
 			*error = "extent_kb cannot change while the device exists";
+			r = -EINVAL;
+		} else if (ring->max_extents != geo->max_extents) {
+			*error = "max_extents cannot change while the device exists";
 			r = -EINVAL;
 		} else if (ring->dev_sectors != geo->dev_sectors) {
 			*error = "Device size cannot change while the device exists";

@@ -28,6 +28,8 @@
 #define REPL_MIN_REGION_KB		4U
 #define REPL_MAX_REGION_KB		BIT(20)
 #define REPL_DEFAULT_EXTENT_KB		4096U
+#define REPL_DEFAULT_MAX_EXTENTS	1237U	/* DRBD's default al-extents */
+#define REPL_MAX_MAX_EXTENTS		BIT(24)
 
 static const char *repl_mode_name(enum repl_mode mode)
 {
@@ -51,7 +53,7 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			       struct dm_target *ti)
 {
 	static const struct dm_arg _args[] = {
-		{0, 8, "Invalid number of feature args"},
+		{0, 10, "Invalid number of feature args"},
 		{REPL_MIN_RING_MB, REPL_MAX_RING_MB,
 		 "Invalid ring_size_mb (4..4096)"},
 		{1, REPL_MAX_HOLD_MS, "Invalid hold_timeout_ms (1..60000)"},
@@ -59,9 +61,10 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 		 "Invalid region_kb (power of 2, 4..1048576)"},
 		{REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
 		 "Invalid extent_kb (power of 2, 4..1048576)"},
+		{1, REPL_MAX_MAX_EXTENTS, "Invalid max_extents (1..16777216)"},
 	};
 	bool seen_ring = false, seen_hold = false, seen_region = false;
-	bool seen_extent = false;
+	bool seen_extent = false, seen_max_ext = false;
 	unsigned int argc;
 	const char *name;
 	int r;
@@ -120,6 +123,14 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 				ti->error = _args[4].error;
 				r = -EINVAL;
 			}
+		} else if (!strcasecmp(name, "max_extents")) {
+			if (seen_max_ext) {
+				ti->error = "Feature max_extents duplicated";
+				return -EINVAL;
+			}
+			seen_max_ext = true;
+			r = dm_read_arg(_args + 5, as, &rc->max_extents,
+					&ti->error);
 		} else {
 			ti->error = "Unrecognised feature requested";
 			return -EINVAL;
@@ -177,6 +188,9 @@ static void repl_free(struct dm_target *ti, struct repl_c *rc)
  *                                 4096, or region_kb if larger): the first
  *                                 write to an extent marks all its regions
  *                                 on the metadata device at once
+ *   max_extents <1..16777216>     at most this many extents active; a
+ *                                 write beyond marks its regions one by
+ *                                 one (default 1237, as DRBD's al-extents)
  *
  * Example: 0 2097152 repl /dev/vg/data - sync 4 ring_size_mb 128 hold_timeout_ms 2000
  */
@@ -202,6 +216,7 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	rc->hold_timeout_ms = REPL_DEFAULT_HOLD_MS;
 	rc->region_kb = REPL_DEFAULT_REGION_KB;
 	rc->extent_kb = 0;
+	rc->max_extents = REPL_DEFAULT_MAX_EXTENTS;
 	INIT_LIST_HEAD(&rc->ring_node);
 
 	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
@@ -241,6 +256,7 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	geo.dev_sectors = ti->len;
 	geo.region_shift = ilog2(rc->region_kb) + 10;
 	geo.extent_shift = ilog2(rc->extent_kb) + 10;
+	geo.max_extents = rc->max_extents;
 	geo.meta_dev = rc->meta_dev;
 	/* dm_device_name() is the kernel's "dm-N"; the resource is the dm name. */
 	if (dm_copy_name_and_uuid(dm_table_get_md(ti->table), geo.name, NULL)) {
@@ -380,11 +396,12 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		DMEMIT(" %llu", st.active_extents);
 		break;
 	case STATUSTYPE_TABLE:
-		DMEMIT("%s %s %s 8 ring_size_mb %u hold_timeout_ms %u",
+		DMEMIT("%s %s %s 10 ring_size_mb %u hold_timeout_ms %u",
 		       rc->dev->name, rc->meta_dev ? rc->meta_dev->name : "-",
 		       repl_mode_name(READ_ONCE(rc->mode)),
 		       rc->ring_size_mb, READ_ONCE(rc->hold_timeout_ms));
-		DMEMIT(" region_kb %u extent_kb %u", rc->region_kb, rc->extent_kb);
+		DMEMIT(" region_kb %u extent_kb %u max_extents %u", rc->region_kb,
+		       rc->extent_kb, rc->max_extents);
 		break;
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);

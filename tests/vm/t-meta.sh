@@ -145,7 +145,7 @@ pass "clean and unclean shutdowns: the bits on disk come back out of sync"
 # --- write-intent extents (default extent_kb 4096: 64 regions)
 "$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 --force > /dev/null || fail "create-md --force"
 dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
-dmsetup table r0 | grep -q " region_kb 64 extent_kb 4096$" || fail "default extent: $(dmsetup table r0)"
+dmsetup table r0 | grep -q " region_kb 64 extent_kb 4096 max_extents 1237$" || fail "default extent: $(dmsetup table r0)"
 w0=$(meta_writes)
 dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((100 * 256 + 3)) oflag=direct status=none
 md | jq -e '.set == [[1600, 1663]]' > /dev/null || fail "extent of MiB 100 not on disk: $(md | jq -c .set)"
@@ -198,6 +198,21 @@ dmesg | grep -q "r0: unclean shutdown: 64 regions out of sync" ||
 [ "$(repl_st r0 oos)" = $((4 << 20)) ] || fail "oos after crash $(repl_st r0 oos)"
 dmsetup remove r0
 pass "extents go when idle or at a clean shutdown; after a crash the extent is out of sync"
+
+# --- at most max_extents active: beyond, writes mark their own regions
+"$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 --force > /dev/null || fail "create-md --force"
+dmsetup create r0 --table "$T $M async 4 ring_size_mb 16 max_extents 4"
+for e in 0 1 2 3 4 5; do
+	dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((e * 1024 + 3)) oflag=direct status=none
+done
+[ "$(repl_st r0 extents)" = 4 ] || fail "extents $(repl_st r0 extents) active, max 4"
+md | jq -e '.set == [[0, 256], [320, 320]]' > /dev/null || fail "bits beyond max_extents: $(md | jq -c .set)"
+consumer_start r0 /dev/null --no-hash --timeout-ms 60000
+wait_for 20 "[ \"\$(md | jq .set_regions)\" = 0 ]" || fail "not cleared: $(md | jq -c .set)"
+[ "$(repl_st r0 extents)" = 0 ] || fail "extents $(repl_st r0 extents) still active"
+consumer_stop
+dmsetup remove r0
+pass "at most max_extents extents active; beyond, regions one by one; all cleared when idle"
 
 # --- no record reaches a peer before its bits are durable: with metadata
 # writes delayed by 1.5 s (dm-delay), a write to a clean extent is not

@@ -38,7 +38,7 @@ refused "No dm-repl metadata" "$T $A $B async"
 refused "Invalid mode" "$T $A - fast"
 refused "Invalid mode" "$T $A - SYNC"
 refused "Invalid number of feature args" "$T $A - async x"
-refused "Invalid number of feature args" "$T $A - async 9 a b c d e f g h i"
+refused "Invalid number of feature args" "$T $A - async 11 a b c d e f g h i j k"
 refused "Invalid number of feature args" "$T $A - async 2 ring_size_mb"
 refused "Invalid number of feature args" "$T $A - async 4 ring_size_mb 8 hold_timeout_ms"
 refused "Feature requires a value" "$T $A - async 1 ring_size_mb"
@@ -55,6 +55,8 @@ refused "Invalid extent_kb" "$T $A - async 2 extent_kb 96"
 refused "extent_kb is smaller than region_kb" "$T $A - async 4 region_kb 128 extent_kb 64"
 refused "extent_kb is more than 32768 regions" "$T $A - async 4 region_kb 4 extent_kb 262144"
 refused "duplicated" "$T $A - async 4 extent_kb 64 extent_kb 64"
+refused "Invalid max_extents" "$T $A - async 2 max_extents 0"
+refused "Invalid max_extents" "$T $A - async 2 max_extents 16777217"
 refused "duplicated" "$T $A - async 4 ring_size_mb 8 ring_size_mb 8"
 refused "Unrecognised feature" "$T $A - async 2 turbo 1"
 refused "Too many arguments" "$T $A - async 2 ring_size_mb 8 extra"
@@ -80,11 +82,12 @@ roundtrip() {
 	dmsetup remove "$name"
 	echo "$t1"
 }
-roundtrip g1 "$T $A - async" | grep -q "repl 254:0 - async 8 ring_size_mb 64 hold_timeout_ms 5000 region_kb 64 extent_kb 4096$" ||
+roundtrip g1 "$T $A - async" | grep -q "repl 254:0 - async 10 ring_size_mb 64 hold_timeout_ms 5000 region_kb 64 extent_kb 4096 max_extents 1237$" ||
 	fail "defaults not spelt out"
-roundtrip g2 "$T $A - sync 8 extent_kb 2048 hold_timeout_ms 1500 ring_size_mb 8 region_kb 1024" |
-	grep -q " sync 8 ring_size_mb 8 hold_timeout_ms 1500 region_kb 1024 extent_kb 2048$" || fail "features lost"
-roundtrip g5 "$T $A - async 2 region_kb 8192" | grep -q " region_kb 8192 extent_kb 8192$" ||
+roundtrip g2 "$T $A - sync 10 extent_kb 2048 hold_timeout_ms 1500 max_extents 9 ring_size_mb 8 region_kb 1024" |
+	grep -q " sync 10 ring_size_mb 8 hold_timeout_ms 1500 region_kb 1024 extent_kb 2048 max_extents 9$" ||
+	fail "features lost"
+roundtrip g5 "$T $A - async 2 region_kb 8192" | grep -q " region_kb 8192 extent_kb 8192 max_extents 1237$" ||
 	fail "default extent not raised to the region size"
 roundtrip g3 "$T $A - sync 2 RING_SIZE_MB 4" | grep -q "ring_size_mb 4 " || fail "feature names are case-insensitive"
 roundtrip g4 "0 $SZ repl 254:0 - async 2 ring_size_mb 512" >/dev/null
@@ -94,7 +97,7 @@ pass "good tables accepted and re-emitted"
 repl_create r0 $A async ring_size_mb 8
 dmsetup load r0 --table "$T $A - sync 4 ring_size_mb 8 hold_timeout_ms 1000" || fail "reload refused"
 dmsetup resume r0
-dmsetup table r0 | grep -q " sync 8 ring_size_mb 8 hold_timeout_ms 1000 " || fail "reload not applied: $(dmsetup table r0)"
+dmsetup table r0 | grep -q " sync 10 ring_size_mb 8 hold_timeout_ms 1000 " || fail "reload not applied: $(dmsetup table r0)"
 dmesg -C
 if dmsetup load r0 --table "$T $A - sync 2 ring_size_mb 16" 2>/dev/null; then
 	fail "ring size changed on a live device"
@@ -110,10 +113,15 @@ if dmsetup load r0 --table "$T $A - sync 4 ring_size_mb 8 extent_kb 8192" 2>/dev
 	fail "extent size changed on a live device"
 fi
 dmesg | grep -qF "extent_kb cannot change" || fail "no reason for the refused reload"
-dmsetup table r0 | grep -q " sync 8 ring_size_mb 8 hold_timeout_ms 1000 " || fail "refused reload changed the table"
+dmesg -C
+if dmsetup load r0 --table "$T $A - sync 4 ring_size_mb 8 max_extents 10" 2>/dev/null; then
+	fail "max_extents changed on a live device"
+fi
+dmesg | grep -qF "max_extents cannot change" || fail "no reason for the refused reload"
+dmsetup table r0 | grep -q " sync 10 ring_size_mb 8 hold_timeout_ms 1000 " || fail "refused reload changed the table"
 # messages
 dmsetup message r0 0 mode async
-dmsetup table r0 | grep -q " async 8 " || fail "mode message not in table"
+dmsetup table r0 | grep -q " async 10 " || fail "mode message not in table"
 dmsetup message r0 0 hold_timeout_ms 777
 dmsetup table r0 | grep -q "hold_timeout_ms 777 " || fail "hold_timeout_ms message not in table"
 expect_fail dmsetup message r0 0 mode fast 2>/dev/null
@@ -122,6 +130,6 @@ expect_fail dmsetup message r0 0 hold_timeout_ms 70000 2>/dev/null
 expect_fail dmsetup message r0 0 hold_timeout_ms 5x 2>/dev/null
 expect_fail dmsetup message r0 0 bogus 2>/dev/null
 expect_fail dmsetup message r0 0 mode 2>/dev/null
-dmsetup table r0 | grep -q " async 8 ring_size_mb 8 hold_timeout_ms 777 " || fail "bad messages changed the table"
+dmsetup table r0 | grep -q " async 10 ring_size_mb 8 hold_timeout_ms 777 " || fail "bad messages changed the table"
 dmsetup remove r0
 pass "reload and messages"
