@@ -13,6 +13,8 @@
 
 #include <libconfig.h>
 
+#include <linux/dm-repl.h>
+
 #include "config.h"
 
 struct cfg_ctx {
@@ -371,7 +373,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if (!c->extent_kb)
 		c->extent_kb = c->region_kb > 4096 ? c->region_kb : 4096;
 	if ((c->extent_kb & (c->extent_kb - 1)) || c->extent_kb < c->region_kb ||
-	    c->extent_kb / c->region_kb > 32768)
+	    c->extent_kb / c->region_kb > DM_REPL_MAX_EXTENT_REGIONS)
 		return cfg_fail(x, config_setting_get_member(root, "extent-kb"),
 				"extent-kb: must be a power of 2, from region-kb to 32768 regions");
 	if (c->reconnect_max_ms < c->reconnect_min_ms)

@@ -25,8 +25,6 @@
 /* Largest bio the target accepts; dm core splits bigger ones for us. */
 #define REPL_MAX_IO_SECTORS	2048U		/* 1 MiB */
 #define REPL_PAYLOAD_ALIGN	512U
-/* regions per write-intent extent: an extent never spans a bitmap page */
-#define REPL_MAX_EXTENT_REGIONS	32768U
 
 /*
  * A sync write is released from degraded mode once the consumer has

@@ -145,7 +145,7 @@ check:
 		ti->error = "extent_kb is smaller than region_kb";
 		return -EINVAL;
 	}
-	if (rc->extent_kb / rc->region_kb > REPL_MAX_EXTENT_REGIONS) {
+	if (rc->extent_kb / rc->region_kb > DM_REPL_MAX_EXTENT_REGIONS) {
 		ti->error = "extent_kb is more than 32768 regions";
 		return -EINVAL;
 	}

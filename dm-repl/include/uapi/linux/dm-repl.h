@@ -233,6 +233,11 @@ struct dm_repl_regions {
 #define DM_REPL_MD_VERSION	1U
 #define DM_REPL_MD_SB_BYTES	4096U
 #define DM_REPL_MD_BITMAP_ALIGN	4096U
+/*
+ * Regions per write-intent extent (table feature extent_kb) at most: an
+ * extent never spans a 4 KiB page of the bitmap.
+ */
+#define DM_REPL_MAX_EXTENT_REGIONS	32768U
 #define DM_REPL_MD_NAME_MAX	64U
 
 /* sb.flags */
