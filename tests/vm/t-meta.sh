@@ -34,6 +34,18 @@ refused() {	# REASON TABLE : creating device r0 (the resource's name) must fail
 	dmesg | grep -qF -- "$reason" || fail "refused without '$reason': $* ($(dmesg | tail -n 2 | tr '\n' ' '))"
 }
 md() { "$REPLCTL" --json dump-md --meta "$M"; }
+# crash_reload FEATURE... : r0 goes with the metadata as it is on disk now
+# (what a power loss leaves), then comes back on it, async with these
+# feature words; the kernel log starts empty
+crash_reload() {
+	cp /tmp/meta.img /tmp/crash.img
+	dmsetup remove r0
+	losetup -d "$M"
+	cp /tmp/crash.img /tmp/meta.img
+	M=$(losetup -f --show /tmp/meta.img)
+	dmesg -C
+	dmsetup create r0 --table "$T $M async $*"
+}
 # meta_writes : writes completed by the metadata device so far
 meta_writes() { awk '{ print $5 }' "/sys/block/${M#/dev/}/stat"; }
 
@@ -129,13 +141,7 @@ dmesg | grep -q "r0: clean shutdown: $set regions out of sync" || fail "clean re
 # --- unclean: the metadata as it was on disk at a power loss
 dd if=/dev/urandom of=/dev/mapper/r0 bs=1M count=1 seek=300 oflag=direct status=none
 md | jq -e '.clean == false' > /dev/null || fail "in-use flag missing"
-cp /tmp/meta.img /tmp/crash.img		# what a power loss would leave
-dmsetup remove r0
-losetup -d "$M"
-cp /tmp/crash.img /tmp/meta.img
-M=$(losetup -f --show /tmp/meta.img)
-dmesg -C
-dmsetup create r0 --table "$T $M async 4 ring_size_mb 16 extent_kb 64"
+crash_reload 4 ring_size_mb 16 extent_kb 64
 dmesg | grep -q "r0: unclean shutdown: $((set + 16)) regions out of sync" ||
 	fail "unclean reload not reported: $(dmesg | tail -n 3)"
 [ "$(repl_st r0 oos)" = $((oos + 1048576)) ] || fail "oos after crash $(repl_st r0 oos)"
@@ -186,13 +192,7 @@ md | jq -e '.clean and .set_regions == 0' > /dev/null || fail "clean shutdown le
 # a crash keeps the whole extent
 dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
 dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=$((300 * 256 + 17)) oflag=direct status=none
-cp /tmp/meta.img /tmp/crash.img
-dmsetup remove r0
-losetup -d "$M"
-cp /tmp/crash.img /tmp/meta.img
-M=$(losetup -f --show /tmp/meta.img)
-dmesg -C
-dmsetup create r0 --table "$T $M async 2 ring_size_mb 16"
+crash_reload 2 ring_size_mb 16
 dmesg | grep -q "r0: unclean shutdown: 64 regions out of sync" ||
 	fail "unclean reload with extents: $(dmesg | tail -n 3)"
 [ "$(repl_st r0 oos)" = $((4 << 20)) ] || fail "oos after crash $(repl_st r0 oos)"
