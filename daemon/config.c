@@ -347,7 +347,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	c->ring_size_mb = 64;
 	c->hold_timeout_ms = 5000;
 	c->region_kb = 64;
-	c->max_extents = 1237;
+	c->max_extents = DM_REPL_DEFAULT_MAX_EXTENTS;
 	c->keepalive_ms = 1000;
 	c->peer_timeout_ms = 5000;
 	c->reconnect_min_ms = 100;
@@ -371,7 +371,8 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 		return cfg_fail(x, config_setting_get_member(root, "region-kb"),
 				"region-kb: must be a power of 2");
 	if (!c->extent_kb)
-		c->extent_kb = c->region_kb > 4096 ? c->region_kb : 4096;
+		c->extent_kb = c->region_kb > DM_REPL_DEFAULT_EXTENT_KB ? c->region_kb :
+			       DM_REPL_DEFAULT_EXTENT_KB;
 	if ((c->extent_kb & (c->extent_kb - 1)) || c->extent_kb < c->region_kb ||
 	    c->extent_kb / c->region_kb > DM_REPL_MAX_EXTENT_REGIONS)
 		return cfg_fail(x, config_setting_get_member(root, "extent-kb"),

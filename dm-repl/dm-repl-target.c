@@ -27,8 +27,6 @@
 #define REPL_DEFAULT_REGION_KB		64U
 #define REPL_MIN_REGION_KB		4U
 #define REPL_MAX_REGION_KB		BIT(20)
-#define REPL_DEFAULT_EXTENT_KB		4096U
-#define REPL_DEFAULT_MAX_EXTENTS	1237U	/* DRBD's default al-extents */
 #define REPL_MAX_MAX_EXTENTS		BIT(24)
 
 static const char *repl_mode_name(enum repl_mode mode)
@@ -140,7 +138,7 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 	}
 check:
 	if (!seen_extent)
-		rc->extent_kb = max(REPL_DEFAULT_EXTENT_KB, rc->region_kb);
+		rc->extent_kb = max(DM_REPL_DEFAULT_EXTENT_KB, rc->region_kb);
 	if (rc->extent_kb < rc->region_kb) {
 		ti->error = "extent_kb is smaller than region_kb";
 		return -EINVAL;
@@ -216,7 +214,7 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	rc->hold_timeout_ms = REPL_DEFAULT_HOLD_MS;
 	rc->region_kb = REPL_DEFAULT_REGION_KB;
 	rc->extent_kb = 0;
-	rc->max_extents = REPL_DEFAULT_MAX_EXTENTS;
+	rc->max_extents = DM_REPL_DEFAULT_MAX_EXTENTS;
 	INIT_LIST_HEAD(&rc->ring_node);
 
 	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),

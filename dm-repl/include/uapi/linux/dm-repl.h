@@ -238,6 +238,9 @@ struct dm_repl_regions {
  * extent never spans a 4 KiB page of the bitmap.
  */
 #define DM_REPL_MAX_EXTENT_REGIONS	32768U
+/* Defaults of extent_kb (or region_kb when larger) and max_extents (DRBD's al-extents). */
+#define DM_REPL_DEFAULT_EXTENT_KB	4096U
+#define DM_REPL_DEFAULT_MAX_EXTENTS	1237U
 #define DM_REPL_MD_NAME_MAX	64U
 
 /* sb.flags */
