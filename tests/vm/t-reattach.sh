@@ -44,7 +44,9 @@ pass "re-attach after exit: resumed at record $tail1, nothing lost or duplicated
 base=$(repl_st r0 head)
 e0=$(awk -F'[ =]' '/^seq=/ { e = $12; if ($4 == "flush") e++ } END { print e }' d12.txt)
 consumer_start r0 d3.txt --timeout-ms 60000
-repl-ringtest write /dev/mapper/r0 --seed 6 --count 400 $OPTS > w2.txt &
+# enough writes that the writer still runs when the consumer dies (with
+# 400 a fast host wrote and consumed them all before the kill)
+repl-ringtest write /dev/mapper/r0 --seed 6 --count 2000 $OPTS > w2.txt &
 writer=$!
 wait_for 60 "[ \$(grep -c '^seq=' d3.txt) -ge 150 ]" || fail "consumer did not get going"
 kill -9 "$CONSUMER"
