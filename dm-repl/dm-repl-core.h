@@ -22,8 +22,6 @@
 
 #define DM_MSG_PREFIX "repl"
 
-/* Largest bio the target accepts; dm core splits bigger ones for us. */
-#define REPL_MAX_IO_SECTORS	2048U		/* 1 MiB */
 #define REPL_PAYLOAD_ALIGN	512U
 
 /*
@@ -140,6 +138,7 @@ struct repl_c {
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
 	unsigned int extent_kb;
+	unsigned int record_kb;		/* max_io_len: dm core splits for us */
 	unsigned int max_extents;
 	struct list_head ring_node;	/* ring->targets, under ring->tmutex */
 };

@@ -51,7 +51,7 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			       struct dm_target *ti)
 {
 	static const struct dm_arg _args[] = {
-		{0, 10, "Invalid number of feature args"},
+		{0, 12, "Invalid number of feature args"},
 		{REPL_MIN_RING_MB, REPL_MAX_RING_MB,
 		 "Invalid ring_size_mb (4..4096)"},
 		{1, REPL_MAX_HOLD_MS, "Invalid hold_timeout_ms (1..60000)"},
@@ -60,9 +60,11 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 		{REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
 		 "Invalid extent_kb (power of 2, 4..1048576)"},
 		{1, REPL_MAX_MAX_EXTENTS, "Invalid max_extents (1..16777216)"},
+		{DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
+		 "Invalid record_kb (power of 2, 4..1024)"},
 	};
 	bool seen_ring = false, seen_hold = false, seen_region = false;
-	bool seen_extent = false, seen_max_ext = false;
+	bool seen_extent = false, seen_max_ext = false, seen_record = false;
 	unsigned int argc;
 	const char *name;
 	int r;
@@ -129,6 +131,18 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			seen_max_ext = true;
 			r = dm_read_arg(_args + 5, as, &rc->max_extents,
 					&ti->error);
+		} else if (!strcasecmp(name, "record_kb")) {
+			if (seen_record) {
+				ti->error = "Feature record_kb duplicated";
+				return -EINVAL;
+			}
+			seen_record = true;
+			r = dm_read_arg(_args + 6, as, &rc->record_kb,
+					&ti->error);
+			if (!r && !is_power_of_2(rc->record_kb)) {
+				ti->error = _args[6].error;
+				r = -EINVAL;
+			}
 		} else {
 			ti->error = "Unrecognised feature requested";
 			return -EINVAL;
@@ -189,6 +203,9 @@ static void repl_free(struct dm_target *ti, struct repl_c *rc)
  *   max_extents <1..16777216>     at most this many extents active; a
  *                                 write beyond marks its regions one by
  *                                 one (default 1237, as DRBD's al-extents)
+ *   record_kb <4..1024>           largest payload of one record, a power
+ *                                 of 2; longer writes are split (default
+ *                                 256); may change on reload
  *
  * Example: 0 2097152 repl /dev/vg/data - sync 4 ring_size_mb 128 hold_timeout_ms 2000
  */
@@ -215,6 +232,7 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	rc->region_kb = REPL_DEFAULT_REGION_KB;
 	rc->extent_kb = 0;
 	rc->max_extents = DM_REPL_DEFAULT_MAX_EXTENTS;
+	rc->record_kb = DM_REPL_DEFAULT_RECORD_KB;
 	INIT_LIST_HEAD(&rc->ring_node);
 
 	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
@@ -267,7 +285,8 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (r)
 		goto bad;
 
-	r = dm_set_target_max_io_len(ti, REPL_MAX_IO_SECTORS);
+	/* record_kb is a power of 2: splits fall on record_kb boundaries */
+	r = dm_set_target_max_io_len(ti, rc->record_kb << 1);
 	if (r) {
 		ti->error = "Cannot set max_io_len";
 		goto bad;
@@ -394,12 +413,13 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		DMEMIT(" %llu", st.active_extents);
 		break;
 	case STATUSTYPE_TABLE:
-		DMEMIT("%s %s %s 10 ring_size_mb %u hold_timeout_ms %u",
+		DMEMIT("%s %s %s 12 ring_size_mb %u hold_timeout_ms %u",
 		       rc->dev->name, rc->meta_dev ? rc->meta_dev->name : "-",
 		       repl_mode_name(READ_ONCE(rc->mode)),
 		       rc->ring_size_mb, READ_ONCE(rc->hold_timeout_ms));
-		DMEMIT(" region_kb %u extent_kb %u max_extents %u", rc->region_kb,
-		       rc->extent_kb, rc->max_extents);
+		DMEMIT(" region_kb %u extent_kb %u max_extents %u record_kb %u",
+		       rc->region_kb, rc->extent_kb, rc->max_extents,
+		       rc->record_kb);
 		break;
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);
@@ -502,7 +522,7 @@ static int repl_iterate_devices(struct dm_target *ti,
 
 static struct target_type repl_target = {
 	.name = "repl",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.features = DM_TARGET_SINGLETON,
 	.module = THIS_MODULE,
 	.ctr = repl_ctr,

@@ -61,8 +61,8 @@
  *   dump's "$2 $3 $4 $7 $8" with write's "$1 $2 $3 $4 $5"; fua=1 goes with
  *   "fua" in dump's flags.  To predict the records, write emulates the block
  *   layer of Linux 6.1 with the limits in /sys/dev/block/M:m/queue of the
- *   device: a write is split at 1 MiB boundaries (dm-repl's max_io_len,
- *   --split-kb) and at max_sectors_kb; discards and write-zeroes at the
+ *   device: a write is split at record_kb boundaries (dm-repl's max_io_len,
+ *   --split-kb, default the target's default) and at max_sectors_kb; discards and write-zeroes at the
  *   device's discard/write-zeroes limits; BLKZEROOUT without write-zeroes
  *   support becomes zero-filled writes of at most 1 MiB; without a volatile
  *   write cache (write_cache "write through") the block layer drops flushes
@@ -106,7 +106,7 @@
 
 #define BLOCK		4096U
 #define DUMP_BATCH	64	/* release/ack at least every that many records */
-#define DEFAULT_SPLIT_KB 1024	/* dm-repl's max_io_len (REPL_MAX_IO_SECTORS) */
+#define DEFAULT_SPLIT_KB DM_REPL_DEFAULT_RECORD_KB	/* dm-repl's max_io_len (record_kb) */
 
 static void __attribute__((format(printf, 1, 2))) errmsg(const char *fmt, ...)
 {
@@ -1066,7 +1066,7 @@ static const char seq_usage[] =
 	"  --discard-every M    every M-th operation is a discard (BLKDISCARD)\n"
 	"  --zeroes-every M     every M-th operation is a write-zeroes (BLKZEROOUT)\n"
 	"  --region-mb R        use only the first R MiB of the device\n"
-	"  --split-kb K         target max_io_len, for predicting records (1024; 0: none)\n"
+	"  --split-kb K         the table's record_kb, for predicting records (256; 0: none)\n"
 	"pattern-check only:\n"
 	"  --initial-zero       blocks never written must read as zeroes\n"
 	"  --discard-zero       discarded blocks must read as zeroes\n";

@@ -9,7 +9,8 @@
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
 MiB=1048576
-repl_create r0 /dev/vda async ring_size_mb 4 hold_timeout_ms 8000
+# record_kb 1024: each 1 MiB write below is one record
+repl_create r0 /dev/vda async ring_size_mb 4 hold_timeout_ms 8000 record_kb 1024
 
 # --- back-pressure: the writer waits until a consumer releases space
 consumer_start r0 /tmp/d1.txt --no-release --no-ack --timeout-ms 60000

@@ -24,7 +24,8 @@ timed_write() {
 	echo $(($(now_ms) - t0))
 }
 
-repl_create r0 /dev/vda sync ring_size_mb 16 hold_timeout_ms 30000
+# record_kb 1024: each 1 MiB write is one record, held or not as a whole
+repl_create r0 /dev/vda sync ring_size_mb 16 hold_timeout_ms 30000 record_kb 1024
 
 # --- sync: held until the ack, released by it
 rm -f /tmp/ackgo
@@ -85,7 +86,7 @@ pass "back to sync after catching up"
 
 # --- sync without any consumer: first write waits for the timeout, then degraded
 dmsetup remove r0
-repl_create r0 /dev/vda sync ring_size_mb 16 hold_timeout_ms 1000
+repl_create r0 /dev/vda sync ring_size_mb 16 hold_timeout_ms 1000 record_kb 1024
 ms=$(timed_write 30)
 [ "$ms" -ge 900 ] || fail "sync write without consumer completed after $ms ms"
 [ "$(repl_st r0 state)" = degraded ] || fail "state $(repl_st r0 state)"
@@ -93,7 +94,7 @@ dmsetup remove r0
 
 # --- async: no waiting, with a consumer that never acknowledges or releases,
 # and with none
-repl_create r0 /dev/vda async ring_size_mb 16 hold_timeout_ms 20000
+repl_create r0 /dev/vda async ring_size_mb 16 hold_timeout_ms 20000 record_kb 1024
 consumer_start r0 /tmp/d5.txt --no-ack --no-release --timeout-ms 60000
 ms=$(timed_write 40)
 [ "$ms" -lt 5000 ] || fail "async write waited $ms ms for the consumer"

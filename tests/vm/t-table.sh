@@ -38,7 +38,7 @@ refused "No dm-repl metadata" "$T $A $B async"
 refused "Invalid mode" "$T $A - fast"
 refused "Invalid mode" "$T $A - SYNC"
 refused "Invalid number of feature args" "$T $A - async x"
-refused "Invalid number of feature args" "$T $A - async 11 a b c d e f g h i j k"
+refused "Invalid number of feature args" "$T $A - async 13 a b c d e f g h i j k l m"
 refused "Invalid number of feature args" "$T $A - async 2 ring_size_mb"
 refused "Invalid number of feature args" "$T $A - async 4 ring_size_mb 8 hold_timeout_ms"
 refused "Feature requires a value" "$T $A - async 1 ring_size_mb"
@@ -57,6 +57,10 @@ refused "extent_kb is more than 32768 regions" "$T $A - async 4 region_kb 4 exte
 refused "duplicated" "$T $A - async 4 extent_kb 64 extent_kb 64"
 refused "Invalid max_extents" "$T $A - async 2 max_extents 0"
 refused "Invalid max_extents" "$T $A - async 2 max_extents 16777217"
+refused "Invalid record_kb" "$T $A - async 2 record_kb 2"
+refused "Invalid record_kb" "$T $A - async 2 record_kb 2048"
+refused "Invalid record_kb" "$T $A - async 2 record_kb 96"
+refused "duplicated" "$T $A - async 4 record_kb 64 record_kb 64"
 refused "duplicated" "$T $A - async 4 ring_size_mb 8 ring_size_mb 8"
 refused "Unrecognised feature" "$T $A - async 2 turbo 1"
 refused "Too many arguments" "$T $A - async 2 ring_size_mb 8 extra"
@@ -82,22 +86,34 @@ roundtrip() {
 	dmsetup remove "$name"
 	echo "$t1"
 }
-roundtrip g1 "$T $A - async" | grep -q "repl 254:0 - async 10 ring_size_mb 64 hold_timeout_ms 5000 region_kb 64 extent_kb 4096 max_extents 1237$" ||
+roundtrip g1 "$T $A - async" | grep -q "repl 254:0 - async 12 ring_size_mb 64 hold_timeout_ms 5000 region_kb 64 extent_kb 4096 max_extents 1237 record_kb 256$" ||
 	fail "defaults not spelt out"
-roundtrip g2 "$T $A - sync 10 extent_kb 2048 hold_timeout_ms 1500 max_extents 9 ring_size_mb 8 region_kb 1024" |
-	grep -q " sync 10 ring_size_mb 8 hold_timeout_ms 1500 region_kb 1024 extent_kb 2048 max_extents 9$" ||
+roundtrip g2 "$T $A - sync 12 extent_kb 2048 record_kb 1024 hold_timeout_ms 1500 max_extents 9 ring_size_mb 8 region_kb 1024" |
+	grep -q " sync 12 ring_size_mb 8 hold_timeout_ms 1500 region_kb 1024 extent_kb 2048 max_extents 9 record_kb 1024$" ||
 	fail "features lost"
-roundtrip g5 "$T $A - async 2 region_kb 8192" | grep -q " region_kb 8192 extent_kb 8192 max_extents 1237$" ||
+roundtrip g5 "$T $A - async 2 region_kb 8192" | grep -q " region_kb 8192 extent_kb 8192 max_extents 1237 record_kb 256$" ||
 	fail "default extent not raised to the region size"
 roundtrip g3 "$T $A - sync 2 RING_SIZE_MB 4" | grep -q "ring_size_mb 4 " || fail "feature names are case-insensitive"
 roundtrip g4 "0 $SZ repl 254:0 - async 2 ring_size_mb 512" >/dev/null
 pass "good tables accepted and re-emitted"
 
-# Reload of a live device: mode and hold timeout may change, geometry not.
+# Reload of a live device: mode, hold timeout and record size may change,
+# geometry not.
 repl_create r0 $A async ring_size_mb 8
+# a 128 KiB write in one bio: 1 record by default, 4 of 32 KiB after a reload
+h0=$(repl_st r0 head)
+dd if=/dev/urandom of=/dev/mapper/r0 bs=128k count=1 oflag=direct status=none
+[ "$(repl_st r0 head)" = $((h0 + 1)) ] || fail "a 128 KiB write: $(($(repl_st r0 head) - h0)) records, expected 1"
+dmsetup load r0 --table "$T $A - async 4 ring_size_mb 8 record_kb 32" || fail "reload refused"
+dmsetup resume r0
+dmsetup table r0 | grep -q " async 12 ring_size_mb 8 .* record_kb 32$" || fail "reload not applied: $(dmsetup table r0)"
+dd if=/dev/urandom of=/dev/mapper/r0 bs=128k count=1 oflag=direct status=none
+[ "$(repl_st r0 head)" = $((h0 + 5)) ] ||
+	fail "a 128 KiB write with record_kb 32: $(($(repl_st r0 head) - h0 - 1)) records, expected 4"
 dmsetup load r0 --table "$T $A - sync 4 ring_size_mb 8 hold_timeout_ms 1000" || fail "reload refused"
 dmsetup resume r0
-dmsetup table r0 | grep -q " sync 10 ring_size_mb 8 hold_timeout_ms 1000 " || fail "reload not applied: $(dmsetup table r0)"
+dmsetup table r0 | grep -q " sync 12 ring_size_mb 8 hold_timeout_ms 1000 .* record_kb 256$" ||
+	fail "reload not applied: $(dmsetup table r0)"
 # refused_reload REASON TABLE : loading TABLE into the live r0 must fail with REASON
 refused_reload() {
 	dmesg -C
@@ -110,10 +126,10 @@ refused_reload "ring_size_mb cannot change" "$T $A - sync 2 ring_size_mb 16"
 refused_reload "region_kb cannot change" "$T $A - sync 4 ring_size_mb 8 region_kb 128"
 refused_reload "extent_kb cannot change" "$T $A - sync 4 ring_size_mb 8 extent_kb 8192"
 refused_reload "max_extents cannot change" "$T $A - sync 4 ring_size_mb 8 max_extents 10"
-dmsetup table r0 | grep -q " sync 10 ring_size_mb 8 hold_timeout_ms 1000 " || fail "refused reload changed the table"
+dmsetup table r0 | grep -q " sync 12 ring_size_mb 8 hold_timeout_ms 1000 .* record_kb 256$" || fail "refused reload changed the table"
 # messages
 dmsetup message r0 0 mode async
-dmsetup table r0 | grep -q " async 10 " || fail "mode message not in table"
+dmsetup table r0 | grep -q " async 12 " || fail "mode message not in table"
 dmsetup message r0 0 hold_timeout_ms 777
 dmsetup table r0 | grep -q "hold_timeout_ms 777 " || fail "hold_timeout_ms message not in table"
 expect_fail dmsetup message r0 0 mode fast 2>/dev/null
@@ -122,6 +138,6 @@ expect_fail dmsetup message r0 0 hold_timeout_ms 70000 2>/dev/null
 expect_fail dmsetup message r0 0 hold_timeout_ms 5x 2>/dev/null
 expect_fail dmsetup message r0 0 bogus 2>/dev/null
 expect_fail dmsetup message r0 0 mode 2>/dev/null
-dmsetup table r0 | grep -q " async 10 ring_size_mb 8 hold_timeout_ms 777 " || fail "bad messages changed the table"
+dmsetup table r0 | grep -q " async 12 ring_size_mb 8 hold_timeout_ms 777 " || fail "bad messages changed the table"
 dmsetup remove r0
 pass "reload and messages"

@@ -241,6 +241,13 @@ struct dm_repl_regions {
 /* Defaults of extent_kb (or region_kb when larger) and max_extents (DRBD's al-extents). */
 #define DM_REPL_DEFAULT_EXTENT_KB	4096U
 #define DM_REPL_DEFAULT_MAX_EXTENTS	1237U
+/*
+ * Largest payload of one record (table feature record_kb, a power of 2):
+ * the target splits longer writes into records of at most this much.
+ */
+#define DM_REPL_MIN_RECORD_KB		4U
+#define DM_REPL_MAX_RECORD_KB		1024U
+#define DM_REPL_DEFAULT_RECORD_KB	256U
 #define DM_REPL_MD_NAME_MAX	64U
 
 /* sb.flags */
