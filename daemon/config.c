@@ -146,7 +146,7 @@ int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
 static const char *const root_keys[] = {
 	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
 	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb", "extent-kb",
-	"max-extents",
+	"max-extents", "record-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb", NULL,
@@ -348,6 +348,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	c->hold_timeout_ms = 5000;
 	c->region_kb = 64;
 	c->max_extents = DM_REPL_DEFAULT_MAX_EXTENTS;
+	c->record_kb = DM_REPL_DEFAULT_RECORD_KB;
 	c->keepalive_ms = 1000;
 	c->peer_timeout_ms = 5000;
 	c->reconnect_min_ms = 100;
@@ -359,6 +360,8 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	    (r = cfg_uint(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "extent-kb", 4, 1048576, &c->extent_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "max-extents", 1, 16777216, &c->max_extents)) < 0 ||
+	    (r = cfg_uint(x, root, "record-kb", DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
+			  &c->record_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "keepalive-ms", 50, 60000, &c->keepalive_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "peer-timeout-ms", 100, 600000, &c->peer_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||
@@ -370,6 +373,9 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if (c->region_kb & (c->region_kb - 1))
 		return cfg_fail(x, config_setting_get_member(root, "region-kb"),
 				"region-kb: must be a power of 2");
+	if (c->record_kb & (c->record_kb - 1))
+		return cfg_fail(x, config_setting_get_member(root, "record-kb"),
+				"record-kb: must be a power of 2");
 	if (!c->extent_kb)
 		c->extent_kb = c->region_kb > DM_REPL_DEFAULT_EXTENT_KB ? c->region_kb :
 			       DM_REPL_DEFAULT_EXTENT_KB;

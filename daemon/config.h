@@ -70,6 +70,7 @@ struct config {
 	unsigned int region_kb;
 	unsigned int extent_kb;		/* write-intent extent; 0 in the file: default */
 	unsigned int max_extents;	/* active write-intent extents at most */
+	unsigned int record_kb;		/* largest payload of one ring record */
 	enum on_peer_loss on_peer_loss;
 	unsigned int keepalive_ms;
 	unsigned int peer_timeout_ms;

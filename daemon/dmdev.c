@@ -15,9 +15,10 @@
 int dmdev_repl_params(const struct dmdev_table *t, char *buf, size_t len)
 {
 	int n = snprintf(buf, len,
-			 "%s %s %s 10 ring_size_mb %u hold_timeout_ms %u region_kb %u extent_kb %u max_extents %u",
+			 "%s %s %s 12 ring_size_mb %u hold_timeout_ms %u region_kb %u extent_kb %u max_extents %u record_kb %u",
 			 t->data_dev, t->meta_dev ? t->meta_dev : "-", t->mode, t->ring_size_mb,
-			 t->hold_timeout_ms, t->region_kb, t->extent_kb, t->max_extents);
+			 t->hold_timeout_ms, t->region_kb, t->extent_kb, t->max_extents,
+			 t->record_kb);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -27,9 +27,10 @@ struct dmdev_table {
 	unsigned int region_kb;
 	unsigned int extent_kb;
 	unsigned int max_extents;
+	unsigned int record_kb;
 };
 
-/* The "repl" line for a table: "<data_dev> <meta_dev|-> <mode> 10 ring_size_mb ..." */
+/* The "repl" line for a table: "<data_dev> <meta_dev|-> <mode> 12 ring_size_mb ..." */
 int dmdev_repl_params(const struct dmdev_table *t, char *buf, size_t len);
 int dmdev_get(const char *name, struct dmdev_info *ret);
 int dmdev_create(const char *name, const char *uuid, const struct dmdev_table *t);

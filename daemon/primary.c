@@ -1072,6 +1072,7 @@ static int primary_open_device(struct manager *m, dev_t *ret)
 			.region_kb = c->region_kb,
 			.extent_kb = c->extent_kb,
 			.max_extents = c->max_extents,
+			.record_kb = c->record_kb,
 		});
 		if (r < 0)
 			return log_error_errno(r, "%s: cannot create the repl device over %s (is dm-repl loaded? see the kernel log)",

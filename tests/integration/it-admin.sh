@@ -27,6 +27,12 @@ printf 'resource = "r0";\nnode = "alpha";\nrole = "primary";\ndevice = "/dev/nul
 "$REPLD" -t -c bad.conf 2> err.txt && fail "extent smaller than a region accepted"
 grep -q "bad.conf:6: extent-kb: must be a power of 2, from region-kb" err.txt ||
 	fail "unclear extent-kb error: $(cat err.txt)"
+sed -i 's/^extent-kb = 32;/record-kb = 96;/' bad.conf
+"$REPLD" -t -c bad.conf 2> err.txt && fail "record-kb 96 accepted"
+grep -q "bad.conf:6: record-kb: must be a power of 2" err.txt || fail "unclear record-kb error: $(cat err.txt)"
+sed -i 's/^record-kb = 96;/record-kb = 2048;/' bad.conf
+"$REPLD" -t -c bad.conf 2> err.txt && fail "record-kb 2048 accepted"
+grep -q "bad.conf:6: record-kb" err.txt || fail "unclear record-kb range error: $(cat err.txt)"
 "$REPLD" -c "$T/none.conf" 2> err.txt && fail "missing file accepted"
 grep -q "cannot read" err.txt || fail "unclear error for a missing file: $(cat err.txt)"
 pass "configuration errors name the file, the line and the problem"

@@ -5,16 +5,18 @@
 # and byte equality of the replica; a live mode switch under fio load with
 # no I/O error and no reconnect; a SIGSTOPped secondary holds sync writes
 # only until the hold timeout, then the device degrades, and it returns to
-# sync after SIGCONT.
+# sync after SIGCONT.  With record-kb = 64, so larger writes are split.
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repld-lib.sh"
 
 SIZE=$(blockdev --getsize64 /dev/vda)
-repld_configs sync
+# 64 KiB records: fio's writes of up to 256 KiB travel as several records
+repld_configs sync "record-kb = 64;"
 repld_start
 [ "$(repl_st r0 mode)" = sync ] || fail "target not in sync mode"
+dmsetup table r0 | grep -q " record_kb 64$" || fail "record-kb not in the table: $(dmsetup table r0)"
 dmsetup info -c --noheadings -o uuid r0 | grep -q "^REPL-r0" || fail "device UUID not REPL-"
 log "$($REPLCTL status r0)"
 dd if=/dev/urandom of=/dev/mapper/r0 bs=64k count=16 oflag=direct status=none
