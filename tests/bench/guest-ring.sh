@@ -5,7 +5,8 @@
 # figures are the target's own cost).
 # Each workload runs ROUNDS times, alternating raw and repl, so both see
 # the same machine; prints the median of each and the ratio.
-# env: ROUNDS (default 5), RUNTIME seconds per run (default 8)
+# env: ROUNDS (default 5), RUNTIME seconds per run (default 8),
+#      RECORD_KB (the table's record_kb; default: the target's default)
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -24,7 +25,9 @@ fj() {
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-repl_create rb $DEV async ring_size_mb 256
+# shellcheck disable=SC2086
+repl_create rb $DEV async ring_size_mb 256 ${RECORD_KB:+record_kb $RECORD_KB}
+log "table: $(dmsetup table rb)"
 consumer_start rb /dev/null --no-hash --timeout-ms 3600000
 
 for w in "seq1M-qd8 write 1M 8" "rand4k-qd32 randwrite 4k 32"; do
