@@ -115,6 +115,9 @@ struct conn;	/* secondary: a connection from a primary (secondary.c) */
 struct manager {
 	struct config *cfg;
 	int epfd;
+	/* the events epoll_wait() returned, while manager_run() handles them */
+	struct epoll_event *batch;
+	int batch_n;
 	int sigfd;
 	int timerfd;
 	int ctl_fd;
@@ -187,6 +190,8 @@ uint64_t now_ms(void);
 int ep_add(struct manager *m, int fd, uint32_t events, struct ev *ev);
 int ep_mod(struct manager *m, int fd, uint32_t events, struct ev *ev);
 void ep_del(struct manager *m, int fd);
+/* Before freeing the struct ev of a source: drop its events not yet handled. */
+void ep_forget(struct manager *m, const struct ev *ev);
 int sock_set_common(int fd);
 
 /* primary.c */

@@ -56,6 +56,20 @@ void ep_del(struct manager *m, int fd)
 }
 
 /*
+ * One event can free the object another event of the same batch points to
+ * (a reload removes a peer whose socket is also ready): such events are
+ * dropped here, and manager_run() skips them.
+ */
+void ep_forget(struct manager *m, const struct ev *ev)
+{
+	int i;
+
+	for (i = 0; i < m->batch_n; i++)
+		if (m->batch[i].data.ptr == ev)
+			m->batch[i].data.ptr = NULL;
+}
+
+/*
  * TCP options for replication sockets: no Nagle, keepalive.  The buffer
  * sizes are left to the kernel's autotuning (tcp_rmem/tcp_wmem): setting
  * SO_SNDBUF/SO_RCVBUF would switch it off and cap the window at
@@ -279,9 +293,13 @@ int manager_run(struct manager *m)
 				continue;
 			return log_error_errno(-errno, "epoll_wait");
 		}
+		m->batch = evs;
+		m->batch_n = n;
 		for (i = 0; i < n && !m->stop; i++) {
 			struct ev *ev = evs[i].data.ptr;
 
+			if (!ev)
+				continue;	/* its source is gone (ep_forget) */
 			switch (ev->kind) {
 			case EV_SIGNAL:
 				manager_signal(m);
@@ -312,6 +330,7 @@ int manager_run(struct manager *m)
 				break;
 			}
 		}
+		m->batch_n = 0;
 	}
 	return m->exit_code;
 }

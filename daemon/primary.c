@@ -1030,6 +1030,7 @@ static void peer_free(struct peer *p)
 {
 	if (!p)
 		return;
+	ep_forget(p->m, &p->ev);
 	if (p->fd >= 0)
 		close(p->fd);
 	wire_reader_free(&p->rd);

@@ -249,6 +249,7 @@ static void conn_close(struct manager *m, const char *why)
 		log_warning("%s: primary %s (%s): connection closed: %s", m->cfg->resource,
 			    c->node[0] ? c->node : "?", c->addr, why);
 	ep_del(m, c->fd);
+	ep_forget(m, &c->ev);
 	close(c->fd);
 	wire_reader_free(&c->rd);
 	if (c->pending && m->apply)
