@@ -47,26 +47,52 @@ static int repl_parse_mode(const char *arg, enum repl_mode *mode)
 	return 0;
 }
 
+/* The features: name, bounds and error texts, whether a power of 2. */
+static const struct repl_feature {
+	const char *name;
+	struct dm_arg arg;
+	char *dup_error;
+	bool pow2;
+	size_t offset;		/* of the value in struct repl_c */
+} repl_features[] = {
+	{"ring_size_mb", {REPL_MIN_RING_MB, REPL_MAX_RING_MB,
+	 "Invalid ring_size_mb (4..4096)"},
+	 "Feature ring_size_mb duplicated", false,
+	 offsetof(struct repl_c, ring_size_mb)},
+	{"hold_timeout_ms", {1, REPL_MAX_HOLD_MS,
+	 "Invalid hold_timeout_ms (1..60000)"},
+	 "Feature hold_timeout_ms duplicated", false,
+	 offsetof(struct repl_c, hold_timeout_ms)},
+	{"region_kb", {REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
+	 "Invalid region_kb (power of 2, 4..1048576)"},
+	 "Feature region_kb duplicated", true,
+	 offsetof(struct repl_c, region_kb)},
+	{"extent_kb", {REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
+	 "Invalid extent_kb (power of 2, 4..1048576)"},
+	 "Feature extent_kb duplicated", true,
+	 offsetof(struct repl_c, extent_kb)},
+	{"max_extents", {1, REPL_MAX_MAX_EXTENTS,
+	 "Invalid max_extents (1..16777216)"},
+	 "Feature max_extents duplicated", false,
+	 offsetof(struct repl_c, max_extents)},
+	{"record_kb", {DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
+	 "Invalid record_kb (power of 2, 4..1024)"},
+	 "Feature record_kb duplicated", true,
+	 offsetof(struct repl_c, record_kb)},
+};
+
 static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			       struct dm_target *ti)
 {
 	static const struct dm_arg _args[] = {
-		{0, 12, "Invalid number of feature args"},
-		{REPL_MIN_RING_MB, REPL_MAX_RING_MB,
-		 "Invalid ring_size_mb (4..4096)"},
-		{1, REPL_MAX_HOLD_MS, "Invalid hold_timeout_ms (1..60000)"},
-		{REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
-		 "Invalid region_kb (power of 2, 4..1048576)"},
-		{REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
-		 "Invalid extent_kb (power of 2, 4..1048576)"},
-		{1, REPL_MAX_MAX_EXTENTS, "Invalid max_extents (1..16777216)"},
-		{DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
-		 "Invalid record_kb (power of 2, 4..1024)"},
+		{0, 2 * ARRAY_SIZE(repl_features),
+		 "Invalid number of feature args"},
 	};
-	bool seen_ring = false, seen_hold = false, seen_region = false;
-	bool seen_extent = false, seen_max_ext = false, seen_record = false;
-	unsigned int argc;
+	bool seen[ARRAY_SIZE(repl_features)] = { false };
+	const struct repl_feature *f;
+	unsigned int argc, *val;
 	const char *name;
+	size_t i;
 	int r;
 
 	if (!as->argc)
@@ -83,75 +109,30 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			return -EINVAL;
 		}
 		argc--;
-		if (!strcasecmp(name, "ring_size_mb")) {
-			if (seen_ring) {
-				ti->error = "Feature ring_size_mb duplicated";
-				return -EINVAL;
-			}
-			seen_ring = true;
-			r = dm_read_arg(_args + 1, as, &rc->ring_size_mb,
-					&ti->error);
-		} else if (!strcasecmp(name, "hold_timeout_ms")) {
-			if (seen_hold) {
-				ti->error = "Feature hold_timeout_ms duplicated";
-				return -EINVAL;
-			}
-			seen_hold = true;
-			r = dm_read_arg(_args + 2, as, &rc->hold_timeout_ms,
-					&ti->error);
-		} else if (!strcasecmp(name, "region_kb")) {
-			if (seen_region) {
-				ti->error = "Feature region_kb duplicated";
-				return -EINVAL;
-			}
-			seen_region = true;
-			r = dm_read_arg(_args + 3, as, &rc->region_kb,
-					&ti->error);
-			if (!r && !is_power_of_2(rc->region_kb)) {
-				ti->error = _args[3].error;
-				r = -EINVAL;
-			}
-		} else if (!strcasecmp(name, "extent_kb")) {
-			if (seen_extent) {
-				ti->error = "Feature extent_kb duplicated";
-				return -EINVAL;
-			}
-			seen_extent = true;
-			r = dm_read_arg(_args + 4, as, &rc->extent_kb,
-					&ti->error);
-			if (!r && !is_power_of_2(rc->extent_kb)) {
-				ti->error = _args[4].error;
-				r = -EINVAL;
-			}
-		} else if (!strcasecmp(name, "max_extents")) {
-			if (seen_max_ext) {
-				ti->error = "Feature max_extents duplicated";
-				return -EINVAL;
-			}
-			seen_max_ext = true;
-			r = dm_read_arg(_args + 5, as, &rc->max_extents,
-					&ti->error);
-		} else if (!strcasecmp(name, "record_kb")) {
-			if (seen_record) {
-				ti->error = "Feature record_kb duplicated";
-				return -EINVAL;
-			}
-			seen_record = true;
-			r = dm_read_arg(_args + 6, as, &rc->record_kb,
-					&ti->error);
-			if (!r && !is_power_of_2(rc->record_kb)) {
-				ti->error = _args[6].error;
-				r = -EINVAL;
-			}
-		} else {
+		for (i = 0; i < ARRAY_SIZE(repl_features); i++)
+			if (!strcasecmp(name, repl_features[i].name))
+				break;
+		if (i == ARRAY_SIZE(repl_features)) {
 			ti->error = "Unrecognised feature requested";
 			return -EINVAL;
 		}
+		f = &repl_features[i];
+		if (seen[i]) {
+			ti->error = f->dup_error;
+			return -EINVAL;
+		}
+		seen[i] = true;
+		val = (unsigned int *)((char *)rc + f->offset);
+		r = dm_read_arg(&f->arg, as, val, &ti->error);
 		if (r)
 			return r;
+		if (f->pow2 && !is_power_of_2(*val)) {
+			ti->error = f->arg.error;
+			return -EINVAL;
+		}
 	}
 check:
-	if (!seen_extent)
+	if (!rc->extent_kb)		/* not given */
 		rc->extent_kb = max(DM_REPL_DEFAULT_EXTENT_KB, rc->region_kb);
 	if (rc->extent_kb < rc->region_kb) {
 		ti->error = "extent_kb is smaller than region_kb";
