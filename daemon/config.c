@@ -210,6 +210,18 @@ static int cfg_uint(struct cfg_ctx *x, const config_setting_t *group, const char
 	return 1;
 }
 
+/* cfg_uint() for a size that must also be a power of 2 */
+static int cfg_uint_pow2(struct cfg_ctx *x, const config_setting_t *group, const char *name,
+			 unsigned int min, unsigned int max, unsigned int *ret)
+{
+	int r = cfg_uint(x, group, name, min, max, ret);
+
+	if (r > 0 && (*ret & (*ret - 1)))
+		return cfg_fail(x, config_setting_get_member(group, name),
+				"%s: must be a power of 2", name);
+	return r;
+}
+
 static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
 {
 	const config_setting_t *list = config_setting_get_member(root, "peers");
@@ -357,11 +369,11 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	c->drain_timeout_ms = 10000;
 	if ((r = cfg_uint(x, root, "ring-size-mb", 4, 4096, &c->ring_size_mb)) < 0 ||
 	    (r = cfg_uint(x, root, "hold-timeout-ms", 1, 60000, &c->hold_timeout_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
+	    (r = cfg_uint_pow2(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "extent-kb", 4, 1048576, &c->extent_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "max-extents", 1, 16777216, &c->max_extents)) < 0 ||
-	    (r = cfg_uint(x, root, "record-kb", DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
-			  &c->record_kb)) < 0 ||
+	    (r = cfg_uint_pow2(x, root, "record-kb", DM_REPL_MIN_RECORD_KB,
+			       DM_REPL_MAX_RECORD_KB, &c->record_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "keepalive-ms", 50, 60000, &c->keepalive_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "peer-timeout-ms", 100, 600000, &c->peer_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||
@@ -370,12 +382,6 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	    (r = cfg_uint(x, root, "drain-timeout-ms", 0, 600000, &c->drain_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "resync-rate-mb", 0, 100000, &c->resync_rate_mb)) < 0)
 		return r;
-	if (c->region_kb & (c->region_kb - 1))
-		return cfg_fail(x, config_setting_get_member(root, "region-kb"),
-				"region-kb: must be a power of 2");
-	if (c->record_kb & (c->record_kb - 1))
-		return cfg_fail(x, config_setting_get_member(root, "record-kb"),
-				"record-kb: must be a power of 2");
 	if (!c->extent_kb)
 		c->extent_kb = c->region_kb > DM_REPL_DEFAULT_EXTENT_KB ? c->region_kb :
 			       DM_REPL_DEFAULT_EXTENT_KB;
