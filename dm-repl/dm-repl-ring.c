@@ -274,6 +274,18 @@ static bool ring_hold_locked(struct repl_ring *ring, struct repl_bio *pb)
 }
 
 /*
+ * ring->lock held, after RB_COPIED was set or RB_META_WAIT cleared: the
+ * record is published once its payload is in the ring and its metadata
+ * round (if it needed one) is on disk.  Each of the two happens once, so
+ * this commits each record once.
+ */
+static void ring_commit_ready(struct repl_ring *ring, struct repl_bio *pb)
+{
+	if ((pb->flags & (RB_COPIED | RB_META_WAIT)) == RB_COPIED)
+		ring_commit(ring, pb->seq);
+}
+
+/*
  * Copy worker: the payload goes into the ring while the local write runs.
  * The bio cannot complete before the copy is done (repl_ring_end_io()
  * waits for RB_COPIED), so its pages stay valid.
@@ -288,9 +300,8 @@ static void ring_copy_work(struct work_struct *work)
 	ring_copy_bio(ring->data + pb->data_off, bio, pb->iter);
 
 	spin_lock_irq(&ring->lock);
-	if (!(pb->flags & RB_META_WAIT))
-		ring_commit(ring, pb->seq);
 	pb->flags |= RB_COPIED;
+	ring_commit_ready(ring, pb);
 	if (pb->flags & RB_LOCAL_DONE) {
 		/* A failed local write is never held. */
 		if (bio->bi_status || !ring_hold_locked(ring, pb)) {
@@ -369,8 +380,7 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 			ring_copy_bio(ring->data + off, bio, bio->bi_iter);
 		spin_lock_irq(&ring->lock);
 		pb->flags |= RB_LOGGED | RB_COPIED;
-		if (!(pb->flags & RB_META_WAIT))
-			ring_commit(ring, seq);
+		ring_commit_ready(ring, pb);
 		spin_unlock_irq(&ring->lock);
 	}
 	goto out;
@@ -400,8 +410,7 @@ void repl_ring_meta_ready(struct repl_ring *ring, struct repl_bio *pb)
 	if (!(pb->flags & RB_META_WAIT))
 		return;
 	pb->flags &= ~RB_META_WAIT;
-	if (pb->flags & RB_COPIED)
-		ring_commit(ring, pb->seq);
+	ring_commit_ready(ring, pb);
 }
 
 static void ring_complete_list(struct list_head *list)
