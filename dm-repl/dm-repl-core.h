@@ -41,11 +41,25 @@ enum repl_mode {
  */
 #define REPL_COPY_OFFLOAD_BYTES	(64U << 10)
 
-/* Per-bio state, in the space dm reserves with ti->per_io_data_size. */
+/*
+ * dm core splits writes at this size (max_io_len).  The ring's record_kb
+ * is independent of it: a write spanning several records stays one bio,
+ * so the local write is never cut to the ring's record size.
+ */
+#define REPL_MAX_IO_SECTORS	(DM_REPL_MAX_RECORD_KB << 1)
+
+/*
+ * Per-bio state, in the space dm reserves with ti->per_io_data_size.  A
+ * logged write owns the records [seq, seq + nr_recs): one per record_kb
+ * piece, in sector order, published one by one as their payloads land.
+ */
 struct repl_bio {
-	u64 seq;
+	u64 seq;			/* its first record */
 	sector_t sector;
 	u32 nr_sectors;
+	u32 nr_recs;
+	u32 nr_copied;			/* records copied, under ring->lock */
+	u32 rec_sectors;		/* record_kb in sectors, a power of 2 */
 	u32 flags;			/* RB_*, under ring->lock once logged */
 	unsigned long deadline;		/* jiffies: give up waiting for the ack */
 	const enum repl_mode *mode;	/* the mode of the target that mapped it */
@@ -61,7 +75,7 @@ struct repl_bio {
 #define RB_HELD		BIT(1)	/* completion held for an ack */
 #define RB_RELEASED	BIT(2)	/* held and then released: complete */
 #define RB_UNLOGGED	BIT(3)	/* not logged: region marked dirty */
-#define RB_COPIED	BIT(4)	/* payload is in the ring */
+#define RB_COPIED	BIT(4)	/* every payload is in the ring */
 #define RB_LOCAL_DONE	BIT(5)	/* local write done, waiting for the copy */
 #define RB_LOCAL_MARKED	BIT(6)	/* local completion counted */
 #define RB_META_WAIT	BIT(7)	/* record unpublished until its bits are durable */
@@ -138,7 +152,7 @@ struct repl_c {
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
 	unsigned int extent_kb;
-	unsigned int record_kb;		/* max_io_len: dm core splits for us */
+	unsigned int record_kb;		/* largest payload of one record */
 	unsigned int max_extents;
 	struct list_head ring_node;	/* ring->targets, under ring->tmutex */
 };
@@ -181,7 +195,7 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 void repl_ring_put(struct repl_ring *ring, struct repl_c *rc);
 int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		  struct repl_bio *pb, u16 op, u16 flags,
-		  unsigned int timeout_ms);
+		  unsigned int timeout_ms, unsigned int record_kb);
 int repl_ring_activate(struct repl_ring *ring);
 void repl_ring_quiesce(struct repl_ring *ring);
 int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,

@@ -121,18 +121,21 @@ void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
 }
 
 /*
- * ring->lock held.  Reserve a record slot and @len payload bytes.  The
+ * ring->lock held.  Reserve @nr record slots and @len payload bytes.  The
  * payload is contiguous; a payload that does not fit before the end of the
- * data area starts at offset 0 and the tail is charged to its slot.
+ * data area starts at offset 0.  All of it (and the skipped tail) is
+ * charged to the last slot: the space is free once every record of the
+ * write is released.
  */
-static int ring_reserve(struct repl_ring *ring, u32 len, u64 *ret_seq,
+static int ring_reserve(struct repl_ring *ring, u32 nr, u32 len, u64 *ret_seq,
 			u64 *ret_off)
 {
 	u64 need = ALIGN(len, REPL_PAYLOAD_ALIGN), pad = 0, off = 0;
-	u32 slot;
+	u32 i, slot;
 
 	/* a slot is reused only once released and written locally */
-	if (ring->reserved - min(ring->released, ring->local_done) >= ring->nr_recs)
+	if (ring->reserved + nr - min(ring->released, ring->local_done) >
+	    ring->nr_recs)
 		return -ENOSPC;
 	if (need) {
 		off = ring->data_head;
@@ -147,11 +150,14 @@ static int ring_reserve(struct repl_ring *ring, u32 len, u64 *ret_seq,
 			ring->data_head = 0;
 		ring->data_used += pad + need;
 	}
-	slot = ring_slot(ring, ring->reserved);
-	ring->slot_bytes[slot] = pad + need;
-	__clear_bit(slot, ring->slot_done);
-	__clear_bit(slot, ring->slot_local);
-	*ret_seq = ring->reserved++;
+	for (i = 0; i < nr; i++) {
+		slot = ring_slot(ring, ring->reserved + i);
+		ring->slot_bytes[slot] = i == nr - 1 ? pad + need : 0;
+		__clear_bit(slot, ring->slot_done);
+		__clear_bit(slot, ring->slot_local);
+	}
+	*ret_seq = ring->reserved;
+	ring->reserved += nr;
 	*ret_off = off;
 	return 0;
 }
@@ -186,10 +192,11 @@ static void ring_commit(struct repl_ring *ring, u64 seq)
 		wake_up(&ring->poll_wq);
 }
 
-/* ring->lock held: the local write of record seq is complete. */
-static void ring_local_done(struct repl_ring *ring, u64 seq)
+/* ring->lock held: the local write of records [seq, seq + nr) is complete. */
+static void ring_local_done(struct repl_ring *ring, u64 seq, u32 nr)
 {
-	__set_bit(ring_slot(ring, seq), ring->slot_local);
+	while (nr--)
+		__set_bit(ring_slot(ring, seq + nr), ring->slot_local);
 	while (ring->local_done < ring->reserved &&
 	       test_bit(ring_slot(ring, ring->local_done), ring->slot_local))
 		ring->local_done++;
@@ -244,15 +251,43 @@ static void ring_enter_overflow(struct repl_ring *ring)
 	wake_up_all(&ring->space_wq);
 }
 
-static void ring_copy_bio(u8 *dst, struct bio *bio, struct bvec_iter start)
+/* The sectors of the record that starts at @sector: up to a boundary. */
+static u32 ring_piece_sectors(const struct repl_bio *pb, sector_t sector)
 {
-	struct bvec_iter iter;
+	sector_t end = pb->sector + pb->nr_sectors;
+	sector_t next = round_down(sector, pb->rec_sectors) + pb->rec_sectors;
+
+	return min(end, next) - sector;
+}
+
+/* How many records a write of [sector, +nr_sectors) needs. */
+static u32 ring_nr_pieces(const struct repl_bio *pb)
+{
+	sector_t last = pb->sector + pb->nr_sectors - 1;
+
+	return (last >> ilog2(pb->rec_sectors)) -
+		(pb->sector >> ilog2(pb->rec_sectors)) + 1;
+}
+
+/* Copy @len bytes of the bio from @pos into the ring at @dst; advance @pos. */
+static void ring_copy_bytes(u8 *dst, struct bio *bio, struct bvec_iter *pos,
+			    u32 len)
+{
+	struct bvec_iter iter, start = *pos;
 	struct bio_vec bv;
 
+	start.bi_size = len;
 	__bio_for_each_segment(bv, bio, iter, start) {
 		memcpy_from_bvec(dst, &bv);
 		dst += bv.bv_len;
 	}
+	bio_advance_iter(bio, pos, len);
+}
+
+/* Has every record of this write been acknowledged? */
+static bool ring_acked(const struct repl_ring *ring, const struct repl_bio *pb)
+{
+	return pb->seq + pb->nr_recs <= ring->acked;
 }
 
 /*
@@ -262,7 +297,7 @@ static void ring_copy_bio(u8 *dst, struct bio *bio, struct bvec_iter start)
 static bool ring_hold_locked(struct repl_ring *ring, struct repl_bio *pb)
 {
 	if (READ_ONCE(*pb->mode) != REPL_MODE_SYNC ||
-	    (ring->state & DM_REPL_STATE_DEGRADED) || pb->seq < ring->acked)
+	    (ring->state & DM_REPL_STATE_DEGRADED) || ring_acked(ring, pb))
 		return false;
 	list_add_tail(&pb->held, &ring->held);
 	pb->flags |= RB_HELD;
@@ -274,49 +309,67 @@ static bool ring_hold_locked(struct repl_ring *ring, struct repl_bio *pb)
 }
 
 /*
- * ring->lock held, after RB_COPIED was set or RB_META_WAIT cleared: the
- * record is published once its payload is in the ring and its metadata
- * round (if it needed one) is on disk.  Each of the two happens once, so
- * this commits each record once.
+ * ring->lock held, after records were copied or RB_META_WAIT cleared: a
+ * record is published once its payload is in the ring and its write's
+ * metadata round (if it needed one) is on disk.  Records from @from on
+ * are the ones not yet looked at, so each record is committed once.
  */
-static void ring_commit_ready(struct repl_ring *ring, struct repl_bio *pb)
+static void ring_commit_ready(struct repl_ring *ring, struct repl_bio *pb,
+			      u32 from)
 {
-	if ((pb->flags & (RB_COPIED | RB_META_WAIT)) == RB_COPIED)
-		ring_commit(ring, pb->seq);
+	if (pb->flags & RB_META_WAIT)
+		return;
+	for (; from < pb->nr_copied; from++)
+		ring_commit(ring, pb->seq + from);
 }
 
 /*
- * Copy worker: the payload goes into the ring while the local write runs.
- * The bio cannot complete before the copy is done (repl_ring_end_io()
- * waits for RB_COPIED), so its pages stay valid.
+ * Copy worker: the payload goes into the ring, record by record, while the
+ * local write runs; each record is published as soon as it is copied, so
+ * the consumer can ship the first piece of a large write while the rest is
+ * still being copied.  The bio cannot complete before the copy is done
+ * (repl_ring_end_io() waits for RB_COPIED), so its pages stay valid.
  */
 static void ring_copy_work(struct work_struct *work)
 {
 	struct repl_bio *pb = container_of(work, struct repl_bio, copy_work);
 	struct bio *bio = dm_bio_from_per_bio_data(pb, sizeof(*pb));
 	struct repl_ring *ring = pb->ring;
+	struct bvec_iter pos = pb->iter;
+	sector_t sector = pb->sector;
+	u64 off = pb->data_off;
 	bool complete = false;
+	u32 i, len;
 
-	ring_copy_bio(ring->data + pb->data_off, bio, pb->iter);
+	for (i = 0; i < pb->nr_recs; i++) {
+		len = ring_piece_sectors(pb, sector) << SECTOR_SHIFT;
+		ring_copy_bytes(ring->data + off, bio, &pos, len);
+		sector += len >> SECTOR_SHIFT;
+		off += len;
 
-	spin_lock_irq(&ring->lock);
-	pb->flags |= RB_COPIED;
-	ring_commit_ready(ring, pb);
-	if (pb->flags & RB_LOCAL_DONE) {
-		/* A failed local write is never held. */
-		if (bio->bi_status || !ring_hold_locked(ring, pb)) {
-			pb->flags |= RB_RELEASED;
-			complete = true;
+		spin_lock_irq(&ring->lock);
+		pb->nr_copied = i + 1;
+		ring_commit_ready(ring, pb, i);
+		if (i == pb->nr_recs - 1) {
+			pb->flags |= RB_COPIED;
+			/* A failed local write is never held. */
+			if ((pb->flags & RB_LOCAL_DONE) &&
+			    (bio->bi_status || !ring_hold_locked(ring, pb))) {
+				pb->flags |= RB_RELEASED;
+				complete = true;
+			}
 		}
+		spin_unlock_irq(&ring->lock);
 	}
-	spin_unlock_irq(&ring->lock);
 	if (complete)
 		bio_endio(bio);
 }
 
 /*
- * Log a bio: give it a sequence number, copy its payload, publish its
- * record.  Waits up to @timeout_ms for ring space; then (or when the ring
+ * Log a bio: give it sequence numbers, copy its payload, publish its
+ * records.  A write is cut into one record per @record_kb piece (split at
+ * record_kb boundaries of the device), but stays one bio for the local
+ * write.  Waits up to @timeout_ms for ring space; then (or when the ring
  * is already in overflow) marks the bio's regions dirty instead.  Large
  * payloads are copied by a worker after this returns, while dm submits the
  * local write.  With a metadata device, a write whose regions are not yet
@@ -326,19 +379,25 @@ static void ring_copy_work(struct work_struct *work)
  */
 int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		  struct repl_bio *pb, u16 op, u16 flags,
-		  unsigned int timeout_ms)
+		  unsigned int timeout_ms, unsigned int record_kb)
 {
 	u32 len = op == DM_REPL_OP_WRITE ? bio->bi_iter.bi_size : 0;
 	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
-	u64 seq, off, gen;
+	u64 seq, off, gen, o;
+	sector_t sector;
+	u32 i, n;
 	bool defer;
 	long left;
 
+	pb->rec_sectors = record_kb << 1;
+	pb->nr_recs = len ? ring_nr_pieces(pb) : 1;
+	pb->nr_copied = 0;
+	pb->ring = ring;
 	spin_lock_irq(&ring->lock);
 	for (;;) {
 		if (ring->state & DM_REPL_STATE_OVERFLOW)
 			goto unlogged;
-		if (!ring_reserve(ring, len, &seq, &off))
+		if (!ring_reserve(ring, pb->nr_recs, len, &seq, &off))
 			break;
 		left = (long)(deadline - jiffies);
 		if (left <= 0) {
@@ -354,20 +413,29 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 				   left);
 		spin_lock_irq(&ring->lock);
 	}
-	ring_fill(ring, seq, op, flags, pb->sector, pb->nr_sectors, off, len);
+	pb->seq = seq;
+	if (!len) {
+		ring_fill(ring, seq, op, flags, pb->sector, pb->nr_sectors, off, 0);
+	} else {
+		for (i = 0, sector = pb->sector, o = off; i < pb->nr_recs; i++) {
+			n = ring_piece_sectors(pb, sector);
+			ring_fill(ring, seq + i, op, flags, sector, n, o,
+				  n << SECTOR_SHIFT);
+			sector += n;
+			o += n << SECTOR_SHIFT;
+		}
+	}
 	defer = repl_meta_intent(ring, pb);
 	/*
 	 * A peer must not get a write whose bits could still be lost: after
 	 * a crash, a region that differs from a peer has to be in the bitmap.
-	 * So the record is published only once its metadata round is done
+	 * So the records are published only once the metadata round is done
 	 * (repl_ring_meta_ready()).
 	 */
 	if (defer)
 		pb->flags |= RB_META_WAIT;
 	spin_unlock_irq(&ring->lock);
 
-	pb->seq = seq;
-	pb->ring = ring;
 	if (len >= REPL_COPY_OFFLOAD_BYTES) {
 		pb->flags |= RB_LOGGED;
 		pb->data_off = off;
@@ -375,12 +443,15 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		INIT_WORK(&pb->copy_work, ring_copy_work);
 		queue_work(repl_copy_wq, &pb->copy_work);
 	} else {
+		struct bvec_iter pos = bio->bi_iter;
+
 		/* Copies of concurrent writers proceed in parallel. */
 		if (len)
-			ring_copy_bio(ring->data + off, bio, bio->bi_iter);
+			ring_copy_bytes(ring->data + off, bio, &pos, len);
 		spin_lock_irq(&ring->lock);
 		pb->flags |= RB_LOGGED | RB_COPIED;
-		ring_commit_ready(ring, pb);
+		pb->nr_copied = pb->nr_recs;
+		ring_commit_ready(ring, pb, 0);
 		spin_unlock_irq(&ring->lock);
 	}
 	goto out;
@@ -403,14 +474,15 @@ out:
 
 /*
  * ring->lock held: the metadata round a deferred bio waited for is on disk
- * (or the metadata device failed); publish its record once it is copied.
+ * (or the metadata device failed); publish the records already copied
+ * (the copy worker publishes the rest).
  */
 void repl_ring_meta_ready(struct repl_ring *ring, struct repl_bio *pb)
 {
 	if (!(pb->flags & RB_META_WAIT))
 		return;
 	pb->flags &= ~RB_META_WAIT;
-	ring_commit_ready(ring, pb);
+	ring_commit_ready(ring, pb, 0);
 }
 
 static void ring_complete_list(struct list_head *list)
@@ -431,7 +503,7 @@ static void ring_take_held(struct repl_ring *ring, struct list_head *out,
 	struct repl_bio *pb, *tmp;
 
 	list_for_each_entry_safe(pb, tmp, &ring->held, held) {
-		if (!all && pb->seq >= ring->acked)
+		if (!all && !ring_acked(ring, pb))
 			continue;
 		list_move_tail(&pb->held, out);
 		pb->flags |= RB_RELEASED;
@@ -459,7 +531,7 @@ int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 	spin_lock_irqsave(&ring->lock, flags);
 	if (!(pb->flags & RB_LOCAL_MARKED)) {
 		pb->flags |= RB_LOCAL_MARKED;
-		ring_local_done(ring, pb->seq);
+		ring_local_done(ring, pb->seq, pb->nr_recs);
 	}
 	if (!(pb->flags & RB_COPIED)) {
 		pb->flags |= RB_LOCAL_DONE;
@@ -581,9 +653,9 @@ static int ring_kick(struct repl_ring *ring)
 
 		/* Drained: log again, after a GAP record. */
 		ring->state &= ~DM_REPL_STATE_OVERFLOW;
-		if (!ring_reserve(ring, 0, &seq, &off)) {
+		if (!ring_reserve(ring, 1, 0, &seq, &off)) {
 			ring_fill(ring, seq, DM_REPL_OP_GAP, 0, 0, 0, 0, 0);
-			ring_local_done(ring, seq);	/* nothing to write */
+			ring_local_done(ring, seq, 1);	/* nothing to write */
 			ring_commit(ring, seq);
 		}
 		ring_state_changed(ring);

@@ -185,8 +185,10 @@ static void repl_free(struct dm_target *ti, struct repl_c *rc)
  *                                 write beyond marks its regions one by
  *                                 one (default 1237, as DRBD's al-extents)
  *   record_kb <4..1024>           largest payload of one record, a power
- *                                 of 2; longer writes are split (default
- *                                 256); may change on reload
+ *                                 of 2; a longer write is logged as several
+ *                                 records, split at record_kb boundaries,
+ *                                 and written locally in one piece
+ *                                 (default 256); may change on reload
  *
  * Example: 0 2097152 repl /dev/vg/data - sync 4 ring_size_mb 128 hold_timeout_ms 2000
  */
@@ -266,8 +268,8 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (r)
 		goto bad;
 
-	/* record_kb is a power of 2: splits fall on record_kb boundaries */
-	r = dm_set_target_max_io_len(ti, rc->record_kb << 1);
+	/* The ring splits a write into records; dm splits only at 1 MiB. */
+	r = dm_set_target_max_io_len(ti, REPL_MAX_IO_SECTORS);
 	if (r) {
 		ti->error = "Cannot set max_io_len";
 		goto bad;
@@ -333,7 +335,7 @@ static int repl_map(struct dm_target *ti, struct bio *bio)
 	pb->nr_sectors = bio_sectors(bio);
 	pb->deadline = jiffies + msecs_to_jiffies(READ_ONCE(rc->hold_timeout_ms));
 	return repl_ring_log(rc->ring, bio, pb, op, flags,
-			     READ_ONCE(rc->hold_timeout_ms));
+			     READ_ONCE(rc->hold_timeout_ms), rc->record_kb);
 }
 
 static int repl_end_io(struct dm_target *ti, struct bio *bio,

@@ -61,9 +61,9 @@
  *   dump's "$2 $3 $4 $7 $8" with write's "$1 $2 $3 $4 $5"; fua=1 goes with
  *   "fua" in dump's flags.  To predict the records, write emulates the block
  *   layer of Linux 6.1 with the limits in /sys/dev/block/M:m/queue of the
- *   device: a write is split at record_kb boundaries (dm-repl's max_io_len,
- *   --split-kb, default the target's default) and at max_sectors_kb; discards and write-zeroes at the
- *   device's discard/write-zeroes limits; BLKZEROOUT without write-zeroes
+ *   device: a write is cut into records at record_kb boundaries (--split-kb,
+ *   default the target's default) and split at max_sectors_kb; discards and
+ *   write-zeroes at the device's discard/write-zeroes limits; BLKZEROOUT without write-zeroes
  *   support becomes zero-filled writes of at most 1 MiB; without a volatile
  *   write cache (write_cache "write through") the block layer drops flushes
  *   and FUA, so a flush prints nothing and fua is 0; with one, a FUA write
@@ -106,7 +106,7 @@
 
 #define BLOCK		4096U
 #define DUMP_BATCH	64	/* release/ack at least every that many records */
-#define DEFAULT_SPLIT_KB DM_REPL_DEFAULT_RECORD_KB	/* dm-repl's max_io_len (record_kb) */
+#define DEFAULT_SPLIT_KB DM_REPL_DEFAULT_RECORD_KB	/* dm-repl's default record_kb */
 
 static void __attribute__((format(printf, 1, 2))) errmsg(const char *fmt, ...)
 {
@@ -664,7 +664,7 @@ struct dev_info {
 	bool wc;			/* volatile write cache: flush/FUA kept */
 	uint64_t size;
 	uint64_t max_io;		/* bytes: min(max_sectors, split) per write piece */
-	uint64_t split;			/* bytes: the target's max_io_len */
+	uint64_t split;			/* bytes: the table's record_kb */
 	uint64_t discard_max;		/* bytes, 0: no discard */
 	uint64_t discard_gran;		/* bytes */
 	uint64_t wz_max;		/* bytes, 0: no write-zeroes */
@@ -773,7 +773,7 @@ static void print_rec(const char *op, uint64_t off, uint64_t len,
 	       payload ? len : 0, xxh, fua);
 }
 
-/* Write pieces as dm core cuts them: target max_io_len and max_sectors. */
+/* Write records as dm-repl cuts them: record_kb, and dm core's max_sectors. */
 static void print_write(const struct dev_info *di, uint64_t off, uint64_t len,
 			const uint8_t *payload, bool fua)
 {

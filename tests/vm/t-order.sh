@@ -41,3 +41,16 @@ grep '^seq=' d2.txt | grep -v -q "flags=[a-z,]*sync" && fail "sync records not f
 repl-ringtest pattern-check /dev/vda --seed 8 $OPTS || fail "sync: data on disk"
 dmsetup remove r0
 pass "sync: $n2 records, exactly the writes, in order, all acknowledged"
+
+log "record_kb 32: a write of up to 256 KiB is up to 9 records, each published once copied"
+repl_create r0 /dev/vda sync ring_size_mb 128 record_kb 32
+consumer_start r0 d3.txt --timeout-ms 4000
+repl-ringtest write /dev/mapper/r0 --seed 9 --split-kb 32 $OPTS > w3.txt
+wait "$CONSUMER" || fail "consumer failed: $(cat d3.txt.err)"
+n3=$(ring_compare w3.txt d3.txt "record_kb 32" 0 0)
+[ "$n3" -gt "$n2" ] || fail "record_kb 32 made $n3 records, no more than $n2 with 256"
+[ "$(repl_st r0 acked)" = "$n3" ] || fail "acked $(repl_st r0 acked), expected $n3"
+[ "$(repl_st r0 timeouts)" = 0 ] || fail "hold timeouts with an acking consumer"
+repl-ringtest pattern-check /dev/vda --seed 9 $OPTS || fail "record_kb 32: data on disk"
+dmsetup remove r0
+pass "record_kb 32: $n3 records, exactly the pieces of the writes, in order"

@@ -107,9 +107,15 @@ dd if=/dev/urandom of=/dev/mapper/r0 bs=128k count=1 oflag=direct status=none
 dmsetup load r0 --table "$T $A - async 4 ring_size_mb 8 record_kb 32" || fail "reload refused"
 dmsetup resume r0
 dmsetup table r0 | grep -q " async 12 ring_size_mb 8 .* record_kb 32$" || fail "reload not applied: $(dmsetup table r0)"
+# writes plus merged writes of the backing device: the bios it received
+vda_bios() { awk '{ print $5 + $6 }' /sys/block/vda/stat; }
+b0=$(vda_bios)
 dd if=/dev/urandom of=/dev/mapper/r0 bs=128k count=1 oflag=direct status=none
 [ "$(repl_st r0 head)" = $((h0 + 5)) ] ||
 	fail "a 128 KiB write with record_kb 32: $(($(repl_st r0 head) - h0 - 1)) records, expected 4"
+# the records are the ring's; the local write stays one bio
+[ $(($(vda_bios) - b0)) = 1 ] ||
+	fail "a 128 KiB write with record_kb 32 reached the backing device as $(($(vda_bios) - b0)) bios, expected 1"
 dmsetup load r0 --table "$T $A - sync 4 ring_size_mb 8 hold_timeout_ms 1000" || fail "reload refused"
 dmsetup resume r0
 dmsetup table r0 | grep -q " sync 12 ring_size_mb 8 hold_timeout_ms 1000 .* record_kb 256$" ||
