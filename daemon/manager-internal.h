@@ -56,12 +56,23 @@ enum peer_conn {
 #define SENDQ_LEN	512
 #define SENDQ_HDR	96
 
+/*
+ * Ring payloads of at least this size go to the socket without a copy:
+ * vmsplice() into a pipe, splice() to the socket, so the socket refers to
+ * the ring's pages.  That is safe because the kernel reuses ring space
+ * only after release, and release waits for the peer's durable ack, long
+ * after the peer has read the bytes.  Smaller payloads are cheaper to copy.
+ */
+#define SPLICE_MIN_BYTES	(64U << 10)
+#define SPLICE_PIPE_BYTES	(1U << 20)
+
 struct sendq_entry {
 	uint8_t hdr[SENDQ_HDR];
 	uint32_t hdr_len;
 	uint32_t payload_len;
 	const void *payload;
 	uint64_t seq;			/* record sequence, or UINT64_MAX */
+	bool splice;			/* payload in the ring: may be spliced */
 };
 
 struct peer {
@@ -92,6 +103,9 @@ struct peer {
 	struct sendq_entry *sq;
 	unsigned int sq_head, sq_tail;
 	size_t sq_off;			/* bytes of sq[sq_head] already sent */
+	int pipe[2];			/* for splicing ring payloads, or -1 */
+	size_t pipe_len;		/* bytes in the pipe, not yet on the socket */
+	bool no_splice;			/* splicing failed once: copy instead */
 
 	uint64_t records_sent, bytes_sent, connects;
 	char last_error[1024];

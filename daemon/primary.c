@@ -213,6 +213,16 @@ static void *peer_no_payload(void *ctx, const Dmrepl__V1__Data *d)
 	return NULL;
 }
 
+static void peer_pipe_close(struct peer *p)
+{
+	for (int i = 0; i < 2; i++) {
+		if (p->pipe[i] >= 0)
+			close(p->pipe[i]);
+		p->pipe[i] = -1;
+	}
+	p->pipe_len = 0;
+}
+
 void peer_close(struct peer *p, const char *why)
 {
 	struct manager *m = p->m;
@@ -222,6 +232,7 @@ void peer_close(struct peer *p, const char *why)
 		close(p->fd);
 		p->fd = -1;
 	}
+	peer_pipe_close(p);
 	if (p->conn != PEER_DOWN && why)
 		log_warning("%s: peer %s: connection lost: %s", m->cfg->resource, p->cfg.name, why);
 	if (p->conn == PEER_UP && !m->rotate_pending && m->ring) {
@@ -258,6 +269,7 @@ int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len)
 	e->payload = NULL;
 	e->payload_len = 0;
 	e->seq = UINT64_MAX;
+	e->splice = false;
 	p->sq_tail++;
 	return 0;
 }
@@ -707,24 +719,138 @@ static void peer_fill(struct peer *p, uint64_t prod)
 		e->payload = payload;
 		e->payload_len = len;
 		e->seq = p->cursor;
+		e->splice = len >= SPLICE_MIN_BYTES && !p->no_splice;
 		p->sq_tail++;
 		p->cursor++;
 	}
 }
 
+/* Account @sent bytes that left the queue (to the socket or the pipe). */
+static void peer_sent(struct peer *p, size_t sent)
+{
+	p->sq_off += sent;
+	while (p->sq_head != p->sq_tail) {
+		struct sendq_entry *e = &p->sq[p->sq_head % SENDQ_LEN];
+		size_t total = e->hdr_len + e->payload_len;
+
+		if (p->sq_off < total)
+			break;
+		p->sq_off -= total;
+		if (e->seq != UINT64_MAX)
+			p->records_sent++;
+		p->sq_head++;
+	}
+}
+
+/* Splicing does not work here: say so once, copy from now on. */
+static void peer_stop_splicing(struct peer *p, const char *what)
+{
+	log_warning("%s: peer %s: %s: %s; sending ring payloads by copy",
+		    p->m->cfg->resource, p->cfg.name, what, strerror(errno));
+	p->no_splice = true;
+	for (unsigned int i = p->sq_head; i != p->sq_tail; i++)
+		p->sq[i % SENDQ_LEN].splice = false;
+}
+
+/*
+ * Move the rest of the head entry (a large ring payload) into the pipe:
+ * the header by copy, the payload by vmsplice(), which hands the socket
+ * references to the ring's pages.  Returns bytes moved, 0 when the pipe
+ * is full, -1 when splicing failed (the entry is then sent by copy).
+ */
+static ssize_t peer_fill_pipe(struct peer *p)
+{
+	struct sendq_entry *e = &p->sq[p->sq_head % SENDQ_LEN];
+	size_t off = p->sq_off;
+	struct iovec iov;
+	ssize_t n;
+
+	if (p->pipe[0] < 0) {
+		if (pipe2(p->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+			p->pipe[0] = p->pipe[1] = -1;
+			peer_stop_splicing(p, "pipe2");
+			return -1;
+		}
+		/* best effort: a bigger pipe means fewer splice() calls */
+		(void)fcntl(p->pipe[1], F_SETPIPE_SZ, (int)SPLICE_PIPE_BYTES);
+	}
+	if (off < e->hdr_len) {
+		n = write(p->pipe[1], e->hdr + off, e->hdr_len - off);
+		if (n < 0)
+			return errno == EAGAIN ? 0 : (peer_stop_splicing(p, "pipe write"), -1);
+		return n;
+	}
+	off -= e->hdr_len;
+	iov.iov_base = (void *)((const uint8_t *)e->payload + off);
+	iov.iov_len = e->payload_len - off;
+	n = vmsplice(p->pipe[1], &iov, 1, SPLICE_F_NONBLOCK);
+	if (n < 0) {
+		if (errno == EAGAIN)
+			return 0;
+		if (p->pipe_len) {
+			/* the header is in the pipe: drain it, then copy */
+			e->splice = false;
+			return 0;
+		}
+		peer_stop_splicing(p, "vmsplice");
+		return -1;
+	}
+	return n;
+}
+
 void peer_flush(struct peer *p)
 {
 	struct iovec iov[BATCH_IOV];
+	bool pipe_full = false;
 	unsigned int i, n;
 	ssize_t sent;
 
-	while (p->fd >= 0 && p->sq_head != p->sq_tail) {
+	while (p->fd >= 0 && (p->pipe_len || p->sq_head != p->sq_tail)) {
 		size_t off = p->sq_off;
+
+		if (p->sq_head != p->sq_tail && p->sq[p->sq_head % SENDQ_LEN].splice &&
+		    !pipe_full) {
+			/* header and payload together into the pipe, then out */
+			sent = peer_fill_pipe(p);
+			if (sent > 0) {
+				p->pipe_len += (size_t)sent;
+				peer_sent(p, (size_t)sent);
+			} else if (sent == 0) {
+				pipe_full = true;
+				if (!p->pipe_len) {
+					errno = EAGAIN;
+					peer_stop_splicing(p, "empty pipe refuses data");
+				}
+			}
+			continue;
+		}
+		if (p->pipe_len) {
+			/* what is in the pipe goes first */
+			sent = splice(p->pipe[0], NULL, p->fd, NULL, p->pipe_len,
+				      SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			if (sent < 0) {
+				if (errno == EAGAIN) {
+					peer_arm(p, true);
+					return;
+				}
+				if (errno == EINTR)
+					continue;
+				peer_close(p, strerror(errno));
+				return;
+			}
+			p->pipe_len -= (size_t)sent;
+			p->bytes_sent += (uint64_t)sent;
+			p->last_tx_ms = now_ms();
+			pipe_full = false;
+			continue;
+		}
 
 		n = 0;
 		for (i = p->sq_head; i != p->sq_tail && n + 2 <= BATCH_IOV; i++) {
 			struct sendq_entry *e = &p->sq[i % SENDQ_LEN];
 
+			if (e->splice)
+				break;
 			if (off < e->hdr_len) {
 				iov[n].iov_base = e->hdr + off;
 				iov[n].iov_len = e->hdr_len - off;
@@ -753,19 +879,7 @@ void peer_flush(struct peer *p)
 		}
 		p->last_tx_ms = now_ms();
 		p->bytes_sent += (uint64_t)sent;
-		/* consume fully sent entries */
-		p->sq_off += (size_t)sent;
-		while (p->sq_head != p->sq_tail) {
-			struct sendq_entry *e = &p->sq[p->sq_head % SENDQ_LEN];
-			size_t total = e->hdr_len + e->payload_len;
-
-			if (p->sq_off < total)
-				break;
-			p->sq_off -= total;
-			if (e->seq != UINT64_MAX)
-				p->records_sent++;
-			p->sq_head++;
-		}
+		peer_sent(p, (size_t)sent);
 	}
 	peer_arm(p, false);
 }
@@ -1020,6 +1134,7 @@ static struct peer *peer_new(struct manager *m, const struct config_peer *cp)
 	p->cfg = *cp;
 	p->mode = cp->mode;
 	p->fd = -1;
+	p->pipe[0] = p->pipe[1] = -1;
 	p->holds_ring = true;
 	p->backoff_ms = m->cfg->reconnect_min_ms;
 	p->state_since_ms = now_ms();
@@ -1033,6 +1148,7 @@ static void peer_free(struct peer *p)
 	ep_forget(p->m, &p->ev);
 	if (p->fd >= 0)
 		close(p->fd);
+	peer_pipe_close(p);
 	wire_reader_free(&p->rd);
 	free(p->sq);
 	free(p);

@@ -531,6 +531,7 @@ static int queue_blocks(struct resync *rs, struct rs_unit *u)
 		e->payload = (const uint8_t *)u->buf + ((s - u->sector) << 9);
 		e->payload_len = n << 9;
 		e->seq = UINT64_MAX;
+		e->splice = false;	/* u->buf is reused: copy it */
 		p->sq_tail++;
 		rs->sent_bytes += (uint64_t)n << 9;
 	}
