@@ -123,26 +123,13 @@ static unsigned int ring_fill_pct(struct manager *m)
 	return (unsigned int)(bytes * 100 / ri.data_size > s ? bytes * 100 / ri.data_size : s);
 }
 
-/*
- * Records about to be released that a peer which stopped holding the ring
- * never got: their regions go into the target's bitmap first, so that
- * peer's bitmap resync covers them.
- */
-static void primary_mark_released(struct manager *m, uint64_t release)
+/* Mark the regions of records [from, to) dirty in the target's bitmap. */
+static void primary_mark_records(struct manager *m, uint64_t from, uint64_t to)
 {
-	uint64_t s = m->released > m->marked_upto ? m->released : m->marked_upto;
-	unsigned int i;
-	bool needed = false;
 	struct ring_info ri;
 
-	for (i = 0; i < m->nr_peers; i++)
-		needed |= !m->peers[i]->holds_ring && !m->peers[i]->removed;
-	if (!needed || !ring_can_resync(m->ring)) {
-		m->marked_upto = release;
-		return;
-	}
 	ring_get_info(m->ring, &ri);
-	for (; s < release; s++) {
+	for (uint64_t s = from; s < to; s++) {
 		const struct dm_repl_rec *rec = ring_rec(m->ring, s);
 		unsigned int shift = ri.region_shift - 9;
 		uint64_t first, last;
@@ -159,6 +146,23 @@ static void primary_mark_released(struct manager *m, uint64_t release)
 			log_warning("%s: cannot mark regions %" PRIu64 "..%" PRIu64 " dirty",
 				    m->cfg->resource, first, last);
 	}
+}
+
+/*
+ * Records about to be released that a peer which stopped holding the ring
+ * never got: their regions go into the target's bitmap first, so that
+ * peer's bitmap resync covers them.
+ */
+static void primary_mark_released(struct manager *m, uint64_t release)
+{
+	uint64_t s = m->released > m->marked_upto ? m->released : m->marked_upto;
+	unsigned int i;
+	bool needed = false;
+
+	for (i = 0; i < m->nr_peers; i++)
+		needed |= !m->peers[i]->holds_ring && !m->peers[i]->removed;
+	if (needed && ring_can_resync(m->ring))
+		primary_mark_records(m, s, release);
 	m->marked_upto = release;
 }
 
@@ -1443,6 +1447,15 @@ int primary_reload(struct manager *m, struct config *n)
 			kept |= np[j] == p;
 		if (!kept) {
 			log_info("%s: peer %s removed by reload", m->cfg->resource, p->cfg.name);
+			/*
+			 * What it has not acknowledged may sit unread in a
+			 * socket that refers to ring pages (spliced payloads),
+			 * which are reused once released: mark those regions,
+			 * so that re-adding the peer resyncs them.
+			 */
+			if (p->conn == PEER_UP && p->holds_ring && p->durable < p->cursor &&
+			    ring_can_resync(m->ring))
+				primary_mark_records(m, p->durable, p->cursor);
 			peer_free(p);
 		}
 	}
