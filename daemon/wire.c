@@ -837,10 +837,13 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 
 	if (r->state == RD_PAYLOAD && r->payload_done < r->payload_len) {
 		size_t rem = r->payload_len - r->payload_done;
-		struct iovec iov[2] = {
-			{ r->dst + r->payload_done, rem },
-			{ r->buf + r->tail, r->size - r->tail },
-		};
+		size_t ahead = r->size - r->tail;
+		struct iovec iov[2];
+
+		if (r->payload_len >= WIRE_DIRECT_MIN && ahead > WIRE_READ_AHEAD)
+			ahead = WIRE_READ_AHEAD;
+		iov[0] = (struct iovec) { r->dst + r->payload_done, rem };
+		iov[1] = (struct iovec) { r->buf + r->tail, ahead };
 
 		do
 			n = readv(fd, iov, r->tail < r->size ? 2 : 1);
@@ -864,7 +867,12 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 		return -ENOBUFS;
 	while (r->tail < r->size && total < INT_MAX / 2) {
 		size_t want = r->size - r->tail;
+		/* a stream of large payloads: the next header, not its payload */
+		bool ahead = r->state == RD_HDR && r->payload_buf &&
+			     r->payload_len >= WIRE_DIRECT_MIN && want > WIRE_READ_AHEAD;
 
+		if (ahead)
+			want = WIRE_READ_AHEAD;
 		n = read(fd, r->buf + r->tail, want);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -879,8 +887,8 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 		}
 		r->tail += (size_t)n;
 		total += (size_t)n;
-		if ((size_t)n < want)
-			break;		/* drained, most likely */
+		if ((size_t)n < want || ahead)
+			break;		/* drained, most likely; or enough */
 	}
 	return (int)total;
 }

@@ -78,6 +78,13 @@
 #define WIRE_MAX_BITMAP		2048U
 /* Read-ahead buffer of a reader (plus WIRE_MAX_PAYLOAD in buffer mode). */
 #define WIRE_READ_BUF		(64U * 1024U)
+/*
+ * After a payload of at least WIRE_DIRECT_MIN, read only this much past
+ * its end: the next frame's header, while the next large payload goes
+ * straight into its own buffer instead of through the read buffer.
+ */
+#define WIRE_DIRECT_MIN		(64U * 1024U)
+#define WIRE_READ_AHEAD		4096U
 
 /* ---- encoding ----------------------------------------------------------- */
 
