@@ -62,7 +62,15 @@ struct conn {
 	struct apply_progress acked;	/* what we last sent in an Ack */
 	bool first_data;
 	struct apply_buf *pending;	/* buffer of the payload being read */
+	size_t unissued;		/* payload bytes read since the last issue */
 };
+
+/*
+ * conn_read() hands writes to the disk every this many payload bytes,
+ * not only once the socket is drained: the disk writes the first records
+ * while the rest is still being read.
+ */
+#define CONN_ISSUE_BYTES	(256U << 10)
 
 /* ---- resume state -------------------------------------------------------- */
 
@@ -875,6 +883,16 @@ static void rs_run(struct manager *m)
 	}
 }
 
+/* Issue what the engine has queued, reap what completed. */
+static void conn_apply(struct manager *m)
+{
+	if (m->conn)
+		m->conn->unissued = 0;
+	if (m->apply && apply_run(m->apply) < 0 && m->conn)
+		conn_send_error(m->conn, DMREPL__V1__ERROR__CODE__CODE_IO,
+				"write to the device failed");
+}
+
 static void conn_read(struct manager *m)
 {
 	struct conn *c = m->conn;
@@ -936,6 +954,8 @@ static void conn_read(struct manager *m)
 						"Data before Hello");
 			else
 				conn_data(m, c, &msg);
+			if (m->conn == c && (c->unissued += msg.payload_len) >= CONN_ISSUE_BYTES)
+				conn_apply(m);
 			break;
 		case DMREPL__V1__FRAME__MSG_SET_MODE:
 			if (c->up) {
@@ -1010,12 +1030,7 @@ static void conn_read(struct manager *m)
 			break;
 		}
 	}
-	if (m->apply) {
-		r = apply_run(m->apply);
-		if (r < 0 && m->conn)
-			conn_send_error(m->conn, DMREPL__V1__ERROR__CODE__CODE_IO,
-					"write to the device failed");
-	}
+	conn_apply(m);
 	rs_run(m);
 	conn_send_ack(m);
 }
