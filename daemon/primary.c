@@ -780,8 +780,12 @@ static ssize_t peer_fill_pipe(struct peer *p)
 	}
 	if (off < e->hdr_len) {
 		n = write(p->pipe[1], e->hdr + off, e->hdr_len - off);
-		if (n < 0)
-			return errno == EAGAIN ? 0 : (peer_stop_splicing(p, "pipe write"), -1);
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0) {
+			peer_stop_splicing(p, "pipe write");
+			return -1;
+		}
 		return n;
 	}
 	off -= e->hdr_len;
@@ -800,6 +804,28 @@ static ssize_t peer_fill_pipe(struct peer *p)
 		return -1;
 	}
 	return n;
+}
+
+/*
+ * A write to the socket failed (errno): true to retry it (EINTR);
+ * otherwise wait for EPOLLOUT (EAGAIN) or close the connection.
+ */
+static bool peer_send_failed(struct peer *p)
+{
+	if (errno == EINTR)
+		return true;
+	if (errno == EAGAIN)
+		peer_arm(p, true);
+	else
+		peer_close(p, strerror(errno));
+	return false;
+}
+
+/* @sent bytes reached the socket. */
+static void peer_on_wire(struct peer *p, ssize_t sent)
+{
+	p->bytes_sent += (uint64_t)sent;
+	p->last_tx_ms = now_ms();
 }
 
 void peer_flush(struct peer *p)
@@ -833,18 +859,12 @@ void peer_flush(struct peer *p)
 			sent = splice(p->pipe[0], NULL, p->fd, NULL, p->pipe_len,
 				      SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 			if (sent < 0) {
-				if (errno == EAGAIN) {
-					peer_arm(p, true);
-					return;
-				}
-				if (errno == EINTR)
+				if (peer_send_failed(p))
 					continue;
-				peer_close(p, strerror(errno));
 				return;
 			}
 			p->pipe_len -= (size_t)sent;
-			p->bytes_sent += (uint64_t)sent;
-			p->last_tx_ms = now_ms();
+			peer_on_wire(p, sent);
 			pipe_full = false;
 			continue;
 		}
@@ -872,17 +892,11 @@ void peer_flush(struct peer *p)
 		}
 		sent = writev(p->fd, iov, (int)n);
 		if (sent < 0) {
-			if (errno == EAGAIN) {
-				peer_arm(p, true);
-				return;
-			}
-			if (errno == EINTR)
+			if (peer_send_failed(p))
 				continue;
-			peer_close(p, strerror(errno));
 			return;
 		}
-		p->last_tx_ms = now_ms();
-		p->bytes_sent += (uint64_t)sent;
+		peer_on_wire(p, sent);
 		peer_sent(p, (size_t)sent);
 	}
 	peer_arm(p, false);
