@@ -7,7 +7,9 @@
 # link (netem on lo).
 # Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD.
 # env: ROUNDS (default 3) rounds of the main matrix, RUNTIME (default 8 s),
-#      SUSTAIN (default 60 s), WAN=0 to skip the netem part
+#      SUSTAIN (default 60 s), WAN=0 to skip the netem part,
+#      SLOWLINK=0 to skip the shaped-link part (SLOW_RATE, default 1gbit;
+#      SLOW_SUSTAIN, default 30 s)
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -15,6 +17,8 @@
 ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-8}
 SUSTAIN=${SUSTAIN:-60}
+SLOW_RATE=${SLOW_RATE:-1gbit}
+SLOW_SUSTAIN=${SLOW_SUSTAIN:-30}
 REPLD=$DMREPL_BUILD_DIR/daemon/repld
 REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
 R=/tmp/bench
@@ -143,6 +147,54 @@ SUSTAIN_APP=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sustain.json)
 blockdev --flushbufs /dev/vda /dev/vdb
 cmp -n $((768 << 20)) /dev/vda /dev/vdb && SUSTAIN_EQ=yes || SUSTAIN_EQ=NO
 
+# ---- a link slower than the machine: netem rate on lo, no delay.  On the
+# bare loopback the guest's CPUs, not the link, bound replication (both
+# peers, fio and the ring copies share two vCPUs); here the link does, as
+# between two machines.
+if [ "${SLOWLINK:-1}" = 1 ]; then
+	modprobe sch_netem
+	settle
+	tc qdisc add dev lo root netem rate "$SLOW_RATE" limit 100000 || fail "netem $SLOW_RATE"
+	iperf3 -s -1 -D -p 5202
+	sleep 0.5
+	iperf3 -c 127.0.0.1 -p 5202 -t 8 -J > $R/iperf-slow.json || fail "iperf3 slow"
+	SLOW_LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-slow.json)
+	log "shaped loopback ($SLOW_RATE) TCP: $SLOW_LINK MB/s"
+	# the burst: the ring takes it at local speed, DRBD A at the link's
+	fio --name=sburst-repl --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
+		--output=$R/sburst-repl.json || fail "slow burst"
+	SBURST_REPL=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sburst-repl.json)
+	settle
+	# sustained: what goes over the link while the application writes
+	s0=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
+	t0=$(now_ms)
+	fio --name=ssustain --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size=768M --runtime="$SLOW_SUSTAIN" --time_based --eta=never \
+		--output-format=json --output=$R/ssustain.json || fail "slow sustain"
+	t1=$(now_ms)
+	s1=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
+	SSUS_REPL=$(awk -v a="$s0" -v b="$s1" -v t="$((t1 - t0))" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }')
+	settle
+	blockdev --flushbufs /dev/vda /dev/vdb
+	cmp -n $((768 << 20)) /dev/vda /dev/vdb && SSUS_EQ=yes || SSUS_EQ=NO
+	[ "$(repl_st r0 overflows)" = 0 ] || log "note: the ring overflowed on the shaped link"
+	drbd_proto A
+	fio --name=sburst-drbdA --filename=/dev/drbd10 --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
+		--output=$R/sburst-drbdA.json || fail "slow burst drbd"
+	SBURST_DRBD=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sburst-drbdA.json)
+	ns() { awk '/^ *10:/ { m = 1 } m && / ns:/ { sub(/.* ns:/, ""); print $1 * 1024; exit }' /proc/drbd; }
+	s0=$(ns); t0=$(now_ms)
+	fio --name=ssustain-drbdA --filename=/dev/drbd10 --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size=768M --runtime="$SLOW_SUSTAIN" --time_based --eta=never \
+		--output-format=json --output=$R/ssustain-drbdA.json || fail "slow sustain drbd"
+	t1=$(now_ms); s1=$(ns)
+	SSUS_DRBD=$(awk -v a="$s0" -v b="$s1" -v t="$((t1 - t0))" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }')
+	tc qdisc del dev lo root
+	wait_for 120 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending after the shaped run"
+fi
+
 # ---- 100 Mbit / 10 ms RTT
 if [ "${WAN:-1}" = 1 ]; then
 	modprobe sch_netem
@@ -171,7 +223,9 @@ awk -v link="$LINK" -v rb="$(med raw.seq1M-qd8 1)" -v ab="$(med replA.seq1M-qd8 
 	-v sl="$(med replS.rand4k-qd1 3)" -v cl="$(med drbdC.rand4k-qd1 3)" \
 	-v si="$(med replS.rand4k-qd32 2)" -v ci="$(med drbdC.rand4k-qd32 2)" \
 	-v br="$BURST_REPL" -v bw="$BURST_RAW" -v sr="$SUSTAIN_RATE" -v sa="$SUSTAIN_APP" \
-	-v wr="${WAN_REPL:-0}" -v wd="${WAN_DRBD:-0}" -v eq="$SUSTAIN_EQ" 'BEGIN {
+	-v wr="${WAN_REPL:-0}" -v wd="${WAN_DRBD:-0}" -v eq="$SUSTAIN_EQ" \
+	-v slink="${SLOW_LINK:-0}" -v sbr="${SBURST_REPL:-0}" -v sbd="${SBURST_DRBD:-0}" \
+	-v ssr="${SSUS_REPL:-0}" -v ssd="${SSUS_DRBD:-0}" -v seq="${SSUS_EQ:-}" 'BEGIN {
 	printf "BENCH-GOAL loopback TCP (iperf3): %.0f MB/s\n", link
 	printf "BENCH-GOAL repl async 1M qd8: %.0f MB/s = %.2f x raw\n", ab, ab / rb
 	printf "BENCH-GOAL async burst 256 MiB into a 512 MiB ring: %.0f MB/s = %.2f x raw (%.0f) [goal >= 0.9]\n", br, br / bw, bw
@@ -180,6 +234,10 @@ awk -v link="$LINK" -v rb="$(med raw.seq1M-qd8 1)" -v ab="$(med replA.seq1M-qd8 
 	printf "BENCH-GOAL sync 4k qd1 latency: %.0f us = %.2f x DRBD C (%.0f) [goal <= 0.6]\n", sl, sl / cl, cl
 	printf "BENCH-GOAL sync 4k qd32: %.0f IOPS = %.2f x DRBD C (%.0f) [goal >= 1.3]\n", si, si / ci, ci
 	printf "BENCH-GOAL 100 Mbit/10 ms sync 1M qd1: %.1f MB/s, DRBD C %.1f MB/s [goal >= 11.0]\n", wr, wd
+	if (slink > 0) {
+		printf "BENCH-GOAL shaped link '"$SLOW_RATE"' (iperf3 %.1f MB/s): async burst 256 MiB %.0f MB/s = %.2f x raw, DRBD A %.0f MB/s = %.2f x raw\n", slink, sbr, sbr / bw, sbd, sbd / bw
+		printf "BENCH-GOAL shaped link '"$SLOW_RATE"': async sustained '"$SLOW_SUSTAIN"' s replication %.1f MB/s = %.2f x link, replica equal: %s; DRBD A %.1f MB/s = %.2f x link [goal >= 0.95]\n", ssr, ssr / slink, seq, ssd, ssd / slink
+	}
 	}'
 for f in $R/*.seq1M-qd8 $R/*.rand4k-qd1 $R/*.rand4k-qd32; do
 	echo "BENCH-RAW ${f#$R/} $(tr '\n' ';' < "$f")"
