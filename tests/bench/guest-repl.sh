@@ -33,6 +33,21 @@ fj() {
 		fail "fio $1"
 	jq -r '.jobs[0].write | "\(.bw_bytes / 1e6) \(.iops) \(.lat_ns.mean / 1000)"' "$R/$1.json"
 }
+# burst NAME DEV : 256 MiB of 1 MiB writes at qd8 -> "$R/NAME.json"; prints MB/s
+burst() {
+	fio --name="$1" --filename="$2" --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
+		--output="$R/$1.json" || fail "fio $1"
+	jq '.jobs[0].write.bw_bytes / 1e6' "$R/$1.json"
+}
+# stream NAME DEV SECONDS : 1 MiB writes at qd8 for SECONDS -> "$R/NAME.json"
+stream() {
+	fio --name="$1" --filename="$2" --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size=768M --runtime="$3" --time_based --eta=never \
+		--output-format=json --output="$R/$1.json" || fail "fio $1"
+}
+# mb_per_s BYTES0 BYTES1 MS : the rate between two byte counters, MB/s
+mb_per_s() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }'; }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 # matrix LABEL DEV : the three workloads once, appended to $R/LABEL.<workload>
 matrix() {
@@ -69,6 +84,13 @@ wait_for 20 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"C
 set_mode() {
 	"$REPLCTL" set-mode r0 beta "$1"
 	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
+}
+# bytes repld has sent to beta
+sent() { "$REPLCTL" --json status r0 | jq '.peers[0].bytes_sent'; }
+# the first 768 MiB of primary and secondary, after a flush: yes or NO
+replica_equal() {
+	blockdev --flushbufs /dev/vda /dev/vdb
+	cmp -n $((768 << 20)) /dev/vda /dev/vdb >&2 && echo yes || echo NO
 }
 settle() {
 	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].durable')\" -ge \"\$(repl_st r0 head)\" ]" ||
@@ -121,31 +143,20 @@ done
 # ---- async burst: 256 MiB into the 512 MiB ring, the application sees local speed
 set_mode async async
 settle
-fio --name=burst-repl --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
-	--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
-	--output=$R/burst-repl.json || fail "burst"
+BURST_REPL=$(burst burst-repl /dev/mapper/r0) || exit 1
 settle
-fio --name=burst-raw --filename=/dev/vda --rw=write --bs=1M --iodepth=8 --direct=1 \
-	--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
-	--output=$R/burst-raw.json || fail "burst raw"
-BURST_REPL=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/burst-repl.json)
-BURST_RAW=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/burst-raw.json)
+BURST_RAW=$(burst burst-raw /dev/vda) || exit 1
 
 # ---- async sustained: replication rate over SUSTAIN s, replica consistent
 settle
-s0=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
-t0=$(now_ms)
-fio --name=sustain --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
-	--ioengine=libaio --size=768M --runtime="$SUSTAIN" --time_based --eta=never \
-	--output-format=json --output=$R/sustain.json || fail "sustain"
+s0=$(sent); t0=$(now_ms)
+stream sustain /dev/mapper/r0 "$SUSTAIN"
 settle
-t1=$(now_ms)
-s1=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
-SUSTAIN_RATE=$(awk -v a="$s0" -v b="$s1" -v t="$((t1 - t0))" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }')
+t1=$(now_ms); s1=$(sent)
+SUSTAIN_RATE=$(mb_per_s "$s0" "$s1" $((t1 - t0)))
 SUSTAIN_APP=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sustain.json)
 [ "$(repl_st r0 overflows)" = 0 ] || log "note: the ring overflowed during the sustained run"
-blockdev --flushbufs /dev/vda /dev/vdb
-cmp -n $((768 << 20)) /dev/vda /dev/vdb && SUSTAIN_EQ=yes || SUSTAIN_EQ=NO
+SUSTAIN_EQ=$(replica_equal)
 
 # ---- a link slower than the machine: netem rate on lo, no delay.  On the
 # bare loopback the guest's CPUs, not the link, bound replication (both
@@ -161,36 +172,23 @@ if [ "${SLOWLINK:-1}" = 1 ]; then
 	SLOW_LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-slow.json)
 	log "shaped loopback ($SLOW_RATE) TCP: $SLOW_LINK MB/s"
 	# the burst: the ring takes it at local speed, DRBD A at the link's
-	fio --name=sburst-repl --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
-		--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
-		--output=$R/sburst-repl.json || fail "slow burst"
-	SBURST_REPL=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sburst-repl.json)
+	SBURST_REPL=$(burst sburst-repl /dev/mapper/r0) || exit 1
 	settle
 	# sustained: what goes over the link while the application writes
-	s0=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
-	t0=$(now_ms)
-	fio --name=ssustain --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
-		--ioengine=libaio --size=768M --runtime="$SLOW_SUSTAIN" --time_based --eta=never \
-		--output-format=json --output=$R/ssustain.json || fail "slow sustain"
-	t1=$(now_ms)
-	s1=$($REPLCTL --json status r0 | jq '.peers[0].bytes_sent')
-	SSUS_REPL=$(awk -v a="$s0" -v b="$s1" -v t="$((t1 - t0))" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }')
+	s0=$(sent); t0=$(now_ms)
+	stream ssustain /dev/mapper/r0 "$SLOW_SUSTAIN"
+	t1=$(now_ms); s1=$(sent)
+	SSUS_REPL=$(mb_per_s "$s0" "$s1" $((t1 - t0)))
 	settle
-	blockdev --flushbufs /dev/vda /dev/vdb
-	cmp -n $((768 << 20)) /dev/vda /dev/vdb && SSUS_EQ=yes || SSUS_EQ=NO
+	SSUS_EQ=$(replica_equal)
 	[ "$(repl_st r0 overflows)" = 0 ] || log "note: the ring overflowed on the shaped link"
 	drbd_proto A
-	fio --name=sburst-drbdA --filename=/dev/drbd10 --rw=write --bs=1M --iodepth=8 --direct=1 \
-		--ioengine=libaio --size=256M --offset=256M --eta=never --output-format=json \
-		--output=$R/sburst-drbdA.json || fail "slow burst drbd"
-	SBURST_DRBD=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sburst-drbdA.json)
+	SBURST_DRBD=$(burst sburst-drbdA /dev/drbd10) || exit 1
 	ns() { awk '/^ *10:/ { m = 1 } m && / ns:/ { sub(/.* ns:/, ""); print $1 * 1024; exit }' /proc/drbd; }
 	s0=$(ns); t0=$(now_ms)
-	fio --name=ssustain-drbdA --filename=/dev/drbd10 --rw=write --bs=1M --iodepth=8 --direct=1 \
-		--ioengine=libaio --size=768M --runtime="$SLOW_SUSTAIN" --time_based --eta=never \
-		--output-format=json --output=$R/ssustain-drbdA.json || fail "slow sustain drbd"
+	stream ssustain-drbdA /dev/drbd10 "$SLOW_SUSTAIN"
 	t1=$(now_ms); s1=$(ns)
-	SSUS_DRBD=$(awk -v a="$s0" -v b="$s1" -v t="$((t1 - t0))" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }')
+	SSUS_DRBD=$(mb_per_s "$s0" "$s1" $((t1 - t0)))
 	tc qdisc del dev lo root
 	wait_for 120 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending after the shaped run"
 fi
