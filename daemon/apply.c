@@ -980,9 +980,9 @@ int apply_run(struct apply *a)
 {
 	uint64_t v;
 
-	if (a->be->event_fd >= 0)
-		while (read(a->be->event_fd, &v, sizeof(v)) == sizeof(v))
-			;
+	/* not a semaphore: one read takes the whole count */
+	if (a->be->event_fd >= 0 && read(a->be->event_fd, &v, sizeof(v)) < 0)
+		v = 0;	/* EAGAIN: nothing completed since the last call */
 	apply_reap(a);
 	apply_admit(a);
 	apply_issue(a);

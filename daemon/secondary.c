@@ -897,6 +897,7 @@ static void conn_read(struct manager *m)
 {
 	struct conn *c = m->conn;
 	struct wire_msg msg;
+	bool filled = false;
 	int r;
 
 	while (m->conn == c && !c->paused) {
@@ -926,9 +927,13 @@ static void conn_read(struct manager *m)
 			return;
 		}
 		if (r == 0) {
+			/* the socket ran dry on the last read: epoll says when not */
+			if (filled && wire_reader_drained(&c->rd))
+				break;
 			r = wire_reader_fill(&c->rd, c->fd);
 			if (r == -EAGAIN)
 				break;
+			filled = true;
 			if (r == 0) {
 				conn_close(m, "closed by the primary");
 				return;

@@ -831,6 +831,7 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 	size_t total = 0;
 	ssize_t n;
 
+	r->drained = false;
 	if (r->eof)
 		return 0;
 	reader_compact(r);
@@ -854,6 +855,7 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 			r->eof = true;
 			return 0;
 		}
+		r->drained = (size_t)n < rem + iov[1].iov_len;
 		if ((size_t)n <= rem) {
 			r->payload_done += (uint32_t)n;
 		} else {
@@ -877,8 +879,11 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (total)
-				break;	/* report it on the next call */
+			if (total) {
+				/* an error other than EAGAIN: on the next call */
+				r->drained = errno == EAGAIN || errno == EWOULDBLOCK;
+				break;
+			}
 			return -errno;
 		}
 		if (n == 0) {
@@ -887,8 +892,12 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 		}
 		r->tail += (size_t)n;
 		total += (size_t)n;
-		if ((size_t)n < want || ahead)
-			break;		/* drained, most likely; or enough */
+		if ((size_t)n < want) {
+			r->drained = true;
+			break;
+		}
+		if (ahead)
+			break;		/* enough for now */
 	}
 	return (int)total;
 }

@@ -176,6 +176,7 @@ struct wire_reader {
 	size_t head, tail;
 	int state;
 	bool eof;
+	bool drained;			/* the last fill read less than it asked */
 	int err;			/* sticky error */
 	wire_payload_buf_fn payload_buf;
 	void *payload_ctx;
@@ -215,6 +216,17 @@ void wire_reader_free(struct wire_reader *r);
  * reader's buffer is full (call wire_reader_next() first), or -errno.
  */
 int wire_reader_fill(struct wire_reader *r, int fd);
+
+/*
+ * The last wire_reader_fill() got fewer bytes than it asked for: fd had no
+ * more at that moment, and another read now would most likely return
+ * -EAGAIN.  A level-triggered poll on fd reports anything that arrives
+ * after it, so a caller that waits for that does not need the extra read.
+ */
+static inline bool wire_reader_drained(const struct wire_reader *r)
+{
+	return r->drained;
+}
 
 /*
  * The next complete message: 1 and *ret filled in; 0 when more bytes are

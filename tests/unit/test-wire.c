@@ -1109,6 +1109,52 @@ static void test_reset(void)
 	}
 }
 
+/*
+ * wire_reader_drained(): set by a fill that got less than it asked for
+ * (the socket had no more), clear after one that filled the buffer.
+ */
+static void test_drained(void)
+{
+	struct wire_reader r;
+	struct wire_msg msg;
+	uint8_t b[WIRE_MAX_MSG], *big;
+	size_t sent = 0;
+	int sv[2], fl;
+	ssize_t n, k;
+
+	printf("drained after a short read only\n");
+	CHECK_RC(wire_reader_init(&r, payload_cb, NULL), 0);
+	CHECK_RC(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	fl = fcntl(sv[1], F_GETFL);
+	CHECK_RC(fcntl(sv[1], F_SETFL, fl | O_NONBLOCK), 0);
+	n = wire_encode_keepalive(b, sizeof(b), 5);
+	CHECK_RC(write(sv[0], b, (size_t)n), n);
+	CHECK_RC(wire_reader_fill(&r, sv[1]), n);
+	CHECK(wire_reader_drained(&r), "one small message: drained");
+	CHECK_RC(wire_reader_next(&r, &msg), 1);
+	CHECK_RC(wire_reader_next(&r, &msg), 0);
+	/* more than the reader's buffer holds: the fill stops at its end */
+	big = malloc(WIRE_READ_BUF + WIRE_MAX_MSG);
+	CHECK(big, "malloc");
+	while (sent <= WIRE_READ_BUF) {
+		memcpy(big + sent, b, (size_t)n);
+		sent += (size_t)n;
+	}
+	CHECK_RC(write(sv[0], big, sent), (ssize_t)sent);
+	free(big);
+	CHECK_RC(wire_reader_fill(&r, sv[1]), (int)WIRE_READ_BUF);
+	CHECK(!wire_reader_drained(&r), "buffer full: not drained");
+	while (wire_reader_next(&r, &msg) == 1)
+		;
+	k = wire_reader_fill(&r, sv[1]);
+	CHECK(k > 0 && (size_t)k < WIRE_READ_BUF, "the rest: %zd bytes", k);
+	CHECK(wire_reader_drained(&r), "the rest: drained");
+	CHECK_RC(wire_reader_fill(&r, sv[1]), -EAGAIN);
+	close(sv[0]);
+	close(sv[1]);
+	wire_reader_free(&r);
+}
+
 /* ---- encoders and helpers ------------------------------------------------- */
 
 static void test_encoders(void)
@@ -1364,6 +1410,7 @@ int main(int argc, char **argv)
 	test_roundtrip();
 	test_unknown_fields();
 	test_reset();
+	test_drained();
 	test_malformed();
 	test_write_all();
 
