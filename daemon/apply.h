@@ -106,6 +106,7 @@ struct apply_buf {
 	void *data;
 	size_t len;		/* bytes requested */
 	size_t charge;		/* private: bytes counted against the bound */
+	struct apply_buf *next;	/* private: the engine's list of spare buffers */
 };
 
 struct apply_progress {
