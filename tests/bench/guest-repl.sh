@@ -6,7 +6,7 @@
 # ring, 60 s of sustained async replication, and a 100 Mbit / 10 ms RTT
 # link (netem on lo).
 # Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD.
-# env: ROUNDS (default 3) rounds of the main matrix, RUNTIME (default 8 s),
+# env: ROUNDS (default 3; 0 skips it) rounds of the main matrix, RUNTIME (default 8 s),
 #      SUSTAIN (default 60 s), WAN=0 to skip the netem part,
 #      SLOWLINK=0 to skip the shaped-link part (SLOW_RATE, default 1gbit;
 #      SLOW_SUSTAIN, default 60 s as the goal)
@@ -96,6 +96,12 @@ settle() {
 	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].durable')\" -ge \"\$(repl_st r0 head)\" ]" ||
 		fail "replica did not catch up"
 }
+# until the peer has written everything logged so far to its device (it
+# makes it durable at its next checkpoint, up to checkpoint-ms later)
+written_all() {
+	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].written')\" -ge \"\$(repl_st r0 head)\" ]" ||
+		fail "replica did not catch up"
+}
 
 # ---- DRBD 8.4: resource a (vdc, primary, minor 10) <-> b (vdd, minor 11)
 cat > $R/drbd.conf <<EOC
@@ -151,9 +157,12 @@ BURST_RAW=$(burst burst-raw /dev/vda) || exit 1
 settle
 s0=$(sent); t0=$(now_ms)
 stream sustain /dev/mapper/r0 "$SUSTAIN"
+t1=$(now_ms)
+written_all
+t2=$(now_ms); s2=$(sent)
 settle
-t1=$(now_ms); s1=$(sent)
-SUSTAIN_RATE=$(mb_per_s "$s0" "$s1" $((t1 - t0)))
+log "bare sustained: replica had written it all $((t2 - t1)) ms after the run, durable $(($(now_ms) - t2)) ms later"
+SUSTAIN_RATE=$(mb_per_s "$s0" "$s2" $((t2 - t0)))
 SUSTAIN_APP=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/sustain.json)
 [ "$(repl_st r0 overflows)" = 0 ] || log "note: the ring overflowed during the sustained run"
 SUSTAIN_EQ=$(replica_equal)
@@ -180,11 +189,14 @@ if [ "${SLOWLINK:-1}" = 1 ]; then
 	s0=$(sent); t0=$(now_ms)
 	stream ssustain /dev/mapper/r0 "$SLOW_SUSTAIN"
 	t1=$(now_ms); s1=$(sent)
-	settle
+	written_all
 	t2=$(now_ms); s2=$(sent)
+	settle
+	t3=$(now_ms)
 	SSUS_REPL=$(mb_per_s "$s0" "$s1" $((t1 - t0)))
 	SSUS_DONE=$(mb_per_s "$s0" "$s2" $((t2 - t0)))
-	log "shaped sustained: $SSUS_REPL MB/s during the run; $SSUS_DONE MB/s until the replica had it all ($((t2 - t1)) ms after the run)"
+	SSUS_DUR=$(mb_per_s "$s0" "$s2" $((t3 - t0)))
+	log "shaped sustained: $SSUS_REPL MB/s during the run; $SSUS_DONE MB/s until the replica had written it all ($((t2 - t1)) ms after the run); $SSUS_DUR MB/s until durable ($((t3 - t2)) ms later)"
 	SSUS_EQ=$(replica_equal)
 	[ "$(repl_st r0 overflows)" = 0 ] || log "note: the ring overflowed on the shaped link"
 	drbd_proto A
@@ -224,12 +236,15 @@ kill -TERM $BETA; wait $BETA || true
 dmsetup remove r0
 
 # ---- report
-med() { cut -d' ' -f"$2" "$R/$1" | median; }
-echo "BENCH-TABLE setup | 1M qd8 MB/s | 4k qd1 lat us | 4k qd32 IOPS"
-for s in raw replA replS drbdA drbdC; do
-	printf 'BENCH-TABLE %s | %.0f | %.0f | %.0f\n' "$s" "$(med $s.seq1M-qd8 1)" \
-		"$(med $s.rand4k-qd1 3)" "$(med $s.rand4k-qd32 2)"
-done
+# (ROUNDS=0: the burst, sustained and link parts only; the matrix is 0)
+med() { [ -s "$R/$1" ] || { echo 0; return; }; cut -d' ' -f"$2" "$R/$1" | median; }
+if [ "$ROUNDS" -gt 0 ]; then
+	echo "BENCH-TABLE setup | 1M qd8 MB/s | 4k qd1 lat us | 4k qd32 IOPS"
+	for s in raw replA replS drbdA drbdC; do
+		printf 'BENCH-TABLE %s | %.0f | %.0f | %.0f\n' "$s" "$(med $s.seq1M-qd8 1)" \
+			"$(med $s.rand4k-qd1 3)" "$(med $s.rand4k-qd32 2)"
+	done
+fi
 awk -v link="$LINK" -v rb="$(med raw.seq1M-qd8 1)" -v ab="$(med replA.seq1M-qd8 1)" \
 	-v sb="$(med replS.seq1M-qd8 1)" -v cb="$(med drbdC.seq1M-qd8 1)" \
 	-v sl="$(med replS.rand4k-qd1 3)" -v cl="$(med drbdC.rand4k-qd1 3)" \
@@ -237,20 +252,26 @@ awk -v link="$LINK" -v rb="$(med raw.seq1M-qd8 1)" -v ab="$(med replA.seq1M-qd8 
 	-v br="$BURST_REPL" -v bw="$BURST_RAW" -v sr="$SUSTAIN_RATE" -v sa="$SUSTAIN_APP" \
 	-v wr="${WAN_REPL:-0}" -v wd="${WAN_DRBD:-0}" -v wt="${WAN_TCP:-0}" -v eq="$SUSTAIN_EQ" \
 	-v slink="${SLOW_LINK:-0}" -v sbr="${SBURST_REPL:-0}" -v sbd="${SBURST_DRBD:-0}" \
-	-v ssr="${SSUS_REPL:-0}" -v ssc="${SSUS_DONE:-0}" -v ssd="${SSUS_DRBD:-0}" -v seq="${SSUS_EQ:-}" 'BEGIN {
+	-v ssr="${SSUS_REPL:-0}" -v ssc="${SSUS_DONE:-0}" -v ssu="${SSUS_DUR:-0}" -v ssd="${SSUS_DRBD:-0}" -v seq="${SSUS_EQ:-}" 'BEGIN {
 	printf "BENCH-GOAL loopback TCP (iperf3): %.0f MB/s\n", link
-	printf "BENCH-GOAL repl async 1M qd8: %.0f MB/s = %.2f x raw\n", ab, ab / rb
+	m = rb > 0 && cb > 0 && cl > 0 && ci > 0	# the matrix ran
+	if (m)
+		printf "BENCH-GOAL repl async 1M qd8: %.0f MB/s = %.2f x raw\n", ab, ab / rb
 	printf "BENCH-GOAL async burst 256 MiB into a 512 MiB ring: %.0f MB/s = %.2f x raw (%.0f) [goal >= 0.9]\n", br, br / bw, bw
-	printf "BENCH-GOAL async sustained %s: replication %.1f MB/s = %.2f x link (application %.0f MB/s), replica equal: %s [goal >= 0.95]\n", "'"$SUSTAIN"' s", sr, sr / link, sa, eq
-	printf "BENCH-GOAL sync 1M qd8: %.0f MB/s = %.2f x DRBD C (%.0f) [goal >= 1.1]\n", sb, sb / cb, cb
-	printf "BENCH-GOAL sync 4k qd1 latency: %.0f us = %.2f x DRBD C (%.0f) [goal <= 0.6]\n", sl, sl / cl, cl
-	printf "BENCH-GOAL sync 4k qd32: %.0f IOPS = %.2f x DRBD C (%.0f) [goal >= 1.3]\n", si, si / ci, ci
-	printf "BENCH-GOAL 100 Mbit/10 ms sync 1M qd1: %.2f MB/s, DRBD C %.2f MB/s, TCP alone (1 MiB out, 1 byte back) %.2f MB/s [goal >= 11.0]\n", wr, wd, wt
+	printf "BENCH-GOAL async sustained %s: replication %.1f MB/s = %.2f x link until the replica had written it all (application %.0f MB/s), replica equal: %s [goal >= 0.95]\n", "'"$SUSTAIN"' s", sr, sr / link, sa, eq
+	if (m) {
+		printf "BENCH-GOAL sync 1M qd8: %.0f MB/s = %.2f x DRBD C (%.0f) [goal >= 1.1]\n", sb, sb / cb, cb
+		printf "BENCH-GOAL sync 4k qd1 latency: %.0f us = %.2f x DRBD C (%.0f) [goal <= 0.6]\n", sl, sl / cl, cl
+		printf "BENCH-GOAL sync 4k qd32: %.0f IOPS = %.2f x DRBD C (%.0f) [goal >= 1.3]\n", si, si / ci, ci
+	}
+	if (wt > 0)
+		printf "BENCH-GOAL 100 Mbit/10 ms sync 1M qd1: %.2f MB/s, DRBD C %.2f MB/s, TCP alone (1 MiB out, 1 byte back) %.2f MB/s [goal >= 11.0]\n", wr, wd, wt
 	if (slink > 0) {
 		printf "BENCH-GOAL shaped link '"$SLOW_RATE"' (iperf3 %.1f MB/s): async burst 256 MiB %.0f MB/s = %.2f x raw, DRBD A %.0f MB/s = %.2f x raw\n", slink, sbr, sbr / bw, sbd, sbd / bw
-		printf "BENCH-GOAL shaped link '"$SLOW_RATE"': async sustained '"$SLOW_SUSTAIN"' s replication %.1f MB/s = %.2f x link during the run, %.1f MB/s = %.2f x until the replica had all of it, replica equal: %s; DRBD A %.1f MB/s = %.2f x link during the run [goal >= 0.95]\n", ssr, ssr / slink, ssc, ssc / slink, seq, ssd, ssd / slink
+		printf "BENCH-GOAL shaped link '"$SLOW_RATE"': async sustained '"$SLOW_SUSTAIN"' s replication %.1f MB/s = %.2f x link during the run, %.1f MB/s = %.2f x until the replica had written all of it (%.2f x until durable), replica equal: %s; DRBD A %.1f MB/s = %.2f x link during the run [goal >= 0.95]\n", ssr, ssr / slink, ssc, ssc / slink, ssu / slink, seq, ssd, ssd / slink
 	}
 	}'
 for f in $R/*.seq1M-qd8 $R/*.rand4k-qd1 $R/*.rand4k-qd32; do
+	[ -f "$f" ] || continue
 	echo "BENCH-RAW ${f#$R/} $(tr '\n' ';' < "$f")"
 done
