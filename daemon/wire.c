@@ -880,7 +880,7 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 			if (errno == EINTR)
 				continue;
 			if (total) {
-				/* an error other than EAGAIN: on the next call */
+				/* EAGAIN: drained; other errors: on the next call */
 				r->drained = errno == EAGAIN || errno == EWOULDBLOCK;
 				break;
 			}
