@@ -911,18 +911,16 @@ int apply_buf_get(struct apply *a, size_t len, struct apply_buf **ret)
 		a->spare_bytes -= charge;
 		buf->len = len;
 		buf->next = NULL;
-		a->charge += charge;
-		*ret = buf;
-		return 0;
+	} else {
+		buf = malloc(sizeof(*buf));
+		if (!buf)
+			return -ENOMEM;
+		if (posix_memalign(&data, a->block_size, charge)) {
+			free(buf);
+			return -ENOMEM;
+		}
+		*buf = (struct apply_buf) { .data = data, .len = len, .charge = charge };
 	}
-	buf = malloc(sizeof(*buf));
-	if (!buf)
-		return -ENOMEM;
-	if (posix_memalign(&data, a->block_size, charge)) {
-		free(buf);
-		return -ENOMEM;
-	}
-	*buf = (struct apply_buf) { .data = data, .len = len, .charge = charge };
 	a->charge += charge;
 	*ret = buf;
 	return 0;

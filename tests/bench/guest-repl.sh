@@ -92,16 +92,15 @@ replica_equal() {
 	blockdev --flushbufs /dev/vda /dev/vdb
 	cmp -n $((768 << 20)) /dev/vda /dev/vdb >&2 && echo yes || echo NO
 }
-settle() {
-	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].durable')\" -ge \"\$(repl_st r0 head)\" ]" ||
+# caught_up FIELD : wait until the peer's acknowledged FIELD reaches the head
+caught_up() {
+	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].$1')\" -ge \"\$(repl_st r0 head)\" ]" ||
 		fail "replica did not catch up"
 }
+settle() { caught_up durable; }
 # until the peer has written everything logged so far to its device (it
 # makes it durable at its next checkpoint, up to checkpoint-ms later)
-written_all() {
-	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].written')\" -ge \"\$(repl_st r0 head)\" ]" ||
-		fail "replica did not catch up"
-}
+written_all() { caught_up written; }
 
 # ---- DRBD 8.4: resource a (vdc, primary, minor 10) <-> b (vdd, minor 11)
 cat > $R/drbd.conf <<EOC
