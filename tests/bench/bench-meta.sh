@@ -23,7 +23,7 @@ if [ "${BENCH_META_GUEST:-0}" != 1 ]; then
 	SRC=$(cd "$(dirname "$0")/../.." && pwd)
 	B=$(cd "${1:-$SRC/build}" && pwd)
 	# only what the guest uses (the module, replctl, repl-ringtest)
-	ninja -C "$B" dm-repl/dm-repl.ko daemon/replctl tests/tools/repl-ringtest >/dev/null
+	ninja -C "$B" dm-repl/dm-repl.ko daemon/replctl/replctl tests/tools/repl-ringtest >/dev/null
 	DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 		"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 900 --name bench-meta \
 		--env BENCH_META_GUEST=1 --env ROUNDS="${ROUNDS:-5}" --env WORKLOADS="${WORKLOADS:-1G-qd32 1G-qd1 64M-qd32 64M-qd1}" --env RUNTIME="${RUNTIME:-8}" \
@@ -44,7 +44,7 @@ fi
 
 ROUNDS=${ROUNDS:-5}
 RUNTIME=${RUNTIME:-8}
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 DATA=/dev/vda
 META=/dev/vdb
 SZ=$(dev_sectors $DATA)

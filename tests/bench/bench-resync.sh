@@ -48,7 +48,7 @@ if [ "${BENCH_RESYNC_GUEST:-0}" != 1 ]; then
 	B=$(cd "${1:-$SRC/build}" && pwd)
 	command -v socat > /dev/null || { echo "bench-resync: socat is missing (tools/deps.sh)" >&2; exit 1; }
 	# only what the guest uses
-	ninja -C "$B" dm-repl/dm-repl.ko daemon/repld daemon/replctl > /dev/null
+	ninja -C "$B" dm-repl/dm-repl.ko daemon/repld/repld daemon/replctl/replctl > /dev/null
 	DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 		"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size "${DISK:-1G}" --timeout 1200 \
 		--name bench-resync --env BENCH_RESYNC_GUEST=1 --env ROUNDS="${ROUNDS:-3}" \
@@ -64,8 +64,8 @@ fi
 
 ROUNDS=${ROUNDS:-3}
 BITMAP_RUNS=${BITMAP_RUNS:-1}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 R=/tmp/bench-resync
 C=$R/conf
 mkdir -p $R $C /run/dm-repl

@@ -19,8 +19,8 @@ RUNTIME=${RUNTIME:-8}
 SUSTAIN=${SUSTAIN:-60}
 SLOW_RATE=${SLOW_RATE:-1gbit}
 SLOW_SUSTAIN=${SLOW_SUSTAIN:-60}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 R=/tmp/bench
 mkdir -p $R /run/lock /var/lib/drbd
 hostname vmguest

@@ -6,8 +6,8 @@ set -euo pipefail
 B=${DMREPL_BUILD_DIR:?}
 NAME=$(basename "$0" .sh)
 T=$B/itest/$NAME
-REPLD=$B/daemon/repld
-REPLCTL=$B/daemon/replctl
+REPLD=$B/daemon/repld/repld
+REPLCTL=$B/daemon/replctl/replctl
 SIM=$B/tests/integration/repl-simprimary
 BADPEER=$B/tests/integration/repl-badpeer
 rm -rf "$T"

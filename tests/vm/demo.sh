@@ -11,8 +11,8 @@
 
 P=${DEMO_PRIMARY:-/dev/vda}
 S=${DEMO_SECONDARY:-/dev/vdb}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 CONF=/tmp/dm-repl-demo
 mkdir -p $CONF /mnt/demo
 modprobe ext4 2>/dev/null || true

@@ -17,7 +17,7 @@ export DMREPL_VM_TIMEOUT DMREPL_VM_DISKS DMREPL_VM_DISK_BYTES DMREPL_VM_SMP DMRE
 export DMREPL_OUT=/srv
 export DM_DISABLE_UDEV=1
 export HOME=/tmp LC_ALL=C
-export PATH="$DMREPL_BUILD_DIR/tests/tools:$DMREPL_BUILD_DIR/daemon:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+export PATH="$DMREPL_BUILD_DIR/tests/tools:$DMREPL_BUILD_DIR/daemon/repld:$DMREPL_BUILD_DIR/daemon/replctl:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 up() { cut -d' ' -f1 /proc/uptime; }
 

@@ -3,8 +3,8 @@
 # /dev/mapper/r0) and a secondary writing /dev/vdb, on loopback.
 # shellcheck shell=sh
 
-REPLD=$DMREPL_BUILD_DIR/daemon/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 CONF=/tmp/dm-repl
 mkdir -p $CONF
 

@@ -21,8 +21,8 @@
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
-REPLD=$DMREPL_BUILD_DIR/daemon/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 C=/tmp/conf
 mkdir -p $C /run/dm-repl
 truncate -s 8M /tmp/ma.img /tmp/mb.img

@@ -16,7 +16,7 @@
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 A=/dev/vda
 SZ=$(dev_sectors $A)
 truncate -s 8M /tmp/meta.img /tmp/zero.img

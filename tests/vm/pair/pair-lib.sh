@@ -103,7 +103,7 @@ pair_init() {
 	[[ -r /boot/vmlinuz-$KVER ]] || missing "/boot/vmlinuz-$KVER not readable"
 	[[ -f /lib/modules/$KVER/modules.dep ]] || missing "/lib/modules/$KVER/modules.dep not found"
 	[[ -f $BUILD/dm-repl/dm-repl.ko ]] || missing "$BUILD/dm-repl/dm-repl.ko not built"
-	[[ -x $BUILD/tests/tools/repl-stamp && -x $BUILD/daemon/repld ]] ||
+	[[ -x $BUILD/tests/tools/repl-stamp && -x $BUILD/daemon/repld/repld ]] ||
 		{ echo "pair: ERROR: build $BUILD first (repl-stamp, repld)" >&2; exit 1; }
 	STAMP=$BUILD/tests/tools/repl-stamp
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Deterministic data for the test tools: a 64-bit mixer and the payload
+ * Deterministic data for the tests and test tools: a 64-bit mixer, a
+ * pseudo-random sequence, and the payload
  * pattern of write i, a function of (seed, i, device offset) only, so a
  * checker can regenerate what a writer wrote.
  */
@@ -17,6 +18,12 @@ static inline uint64_t mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
+/* splitmix64: the next number of the sequence whose state is *s */
+static inline uint64_t splitmix64(uint64_t *s)
+{
+	return mix64(*s += 0x9e3779b97f4a7c15ULL);
+}
+
 /* The payload word at device byte offset pos (8-aligned) of write i. */
 static inline uint64_t pattern_word(uint64_t seed, uint64_t i, uint64_t pos)
 {
@@ -30,6 +37,18 @@ static inline void pattern_fill(uint64_t seed, uint64_t i, uint64_t off, void *b
 
 	for (uint64_t k = 0; k < len / 8; k++)
 		w[k] = pattern_word(seed, i, off + k * 8);
+}
+
+/* Where buf differs from write i's pattern at off: a byte offset, or -1. */
+static inline int64_t pattern_check(uint64_t seed, uint64_t i, uint64_t off, const void *buf,
+				    uint64_t len)
+{
+	const uint64_t *w = buf;
+
+	for (uint64_t k = 0; k < len / 8; k++)
+		if (w[k] != pattern_word(seed, i, off + k * 8))
+			return (int64_t)(k * 8);
+	return -1;
 }
 
 #endif

@@ -45,30 +45,9 @@
 
 #include "apply.h"
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ",		\
-			__FILE__, __LINE__, #cond);			\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "check.h"
+#include "seqgen.h"
 
-#define CHECK_RC(expr, want) do {					\
-	int rc_ = (expr);						\
-	CHECK(rc_ == (want), "%s = %d (%s), want %d",			\
-	      #expr, rc_, strerror(rc_ < 0 ? -rc_ : 0), (int)(want));	\
-} while (0)
-
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 static uint64_t now_ns(void)
 {
@@ -133,29 +112,6 @@ static void gen_rec(struct gen *g, uint64_t seq, struct apply_rec *r)
 		r->flags |= DM_REPL_F_SYNC;
 }
 
-static uint64_t pattern_word(uint64_t seq, uint64_t i)
-{
-	return ((seq + 1) * 0x9e3779b97f4a7c15ULL) ^ (i * 0xc2b2ae3d27d4eb4fULL);
-}
-
-static void pattern_fill(uint64_t seq, void *buf, size_t len)
-{
-	uint64_t *w = buf;
-
-	for (size_t i = 0; i < len / 8; i++)
-		w[i] = pattern_word(seq, i);
-}
-
-static bool pattern_ok(uint64_t seq, const void *buf, size_t len)
-{
-	const uint64_t *w = buf;
-
-	for (size_t i = 0; i < len / 8; i++)
-		if (w[i] != pattern_word(seq, i))
-			return false;
-	return true;
-}
-
 /* Apply one record to an in-memory device, the serial way. */
 static void replay_rec(uint8_t *img, const struct apply_rec *r)
 {
@@ -163,7 +119,7 @@ static void replay_rec(uint8_t *img, const struct apply_rec *r)
 
 	switch (r->op) {
 	case DM_REPL_OP_WRITE:
-		pattern_fill(r->seq, img + off, len);
+		pattern_fill(0, r->seq, 0, img + off, len);
 		break;
 	case DM_REPL_OP_DISCARD:	/* the backends here zero on discard */
 	case DM_REPL_OP_WRITE_ZEROES:
@@ -256,7 +212,7 @@ static int fake_submit(struct apply_backend *be, struct apply_io **ios, int n)
 		      (io->len && io->offset + io->len <= f->dev_bytes &&
 		       !(io->offset % 512) && !(io->len % 512)),
 		      "bad extent %" PRIu64 "+%" PRIu64, io->offset, io->len);
-		CHECK(io->op != APPLY_IO_WRITE || pattern_ok(io->seq, io->buf, io->len),
+		CHECK(io->op != APPLY_IO_WRITE || pattern_check(0, io->seq, 0, io->buf, io->len) < 0,
 		      "seq %" PRIu64 ": wrong payload submitted", io->seq);
 		if (f->nr_inflight == f->cap) {
 			f->cap = f->cap ? f->cap * 2 : 64;
@@ -312,7 +268,7 @@ static void fake_complete(struct fake *f, size_t i)
 	io->res = 0;
 	switch (io->op) {
 	case APPLY_IO_WRITE:
-		CHECK(pattern_ok(io->seq, io->buf, io->len),
+		CHECK(pattern_check(0, io->seq, 0, io->buf, io->len) < 0,
 		      "seq %" PRIu64 ": payload changed in flight", io->seq);
 		memcpy(f->image + io->offset, io->buf, io->len);
 		io->res = (int64_t)io->len;
@@ -680,7 +636,7 @@ static void run_fake(const struct fake_run *fr)
 					break;
 				}
 				CHECK_RC(rc, 0);
-				pattern_fill(r->seq, buf->data, buf->len);
+				pattern_fill(0, r->seq, 0, buf->data, buf->len);
 			} else if (apply_full(a)) {
 				eagain++;
 				break;
@@ -854,7 +810,7 @@ static void test_backpressure(void)
 			.sector = (uint64_t)i * 8, .nr_sectors = 8,
 		};
 
-		pattern_fill((uint64_t)i, bufs[i]->data, 4096);
+		pattern_fill(0, (uint64_t)i, 0, bufs[i]->data, 4096);
 		CHECK_RC(apply_submit(a, &r, bufs[i]), 0);
 	}
 	CHECK_RC(apply_buf_get(a, 4096, &bufs[4]), -EAGAIN);
@@ -893,7 +849,7 @@ static void test_spare(void)
 	/* 200 KiB takes a 256 KiB buffer, given again after its write */
 	CHECK_RC(apply_buf_get(a, 200 << 10, &b1), 0);
 	p1 = b1->data;
-	pattern_fill(0, b1->data, 200 << 10);
+	pattern_fill(0, 0, 0, b1->data, 200 << 10);
 	{
 		struct apply_rec r = {
 			.seq = 0, .op = DM_REPL_OP_WRITE, .sector = 0, .nr_sectors = 400,
@@ -907,7 +863,7 @@ static void test_spare(void)
 	CHECK_RC(apply_run(a), 0);
 	/* kept as it was (free() would have put its list pointers there) */
 	CHECK_RC(apply_buf_get(a, 256 << 10, &b2), 0);
-	CHECK(b2->data == p1 && b2->len == 256 << 10 && pattern_ok(0, b2->data, 200 << 10),
+	CHECK(b2->data == p1 && b2->len == 256 << 10 && pattern_check(0, 0, 0, b2->data, 200 << 10) < 0,
 	      "256 KiB buffer not reused");
 	memset(b2->data, 0x5a, 64);
 	apply_buf_put(a, b2);
@@ -958,7 +914,7 @@ static void test_error(void)
 			.nr_sectors = 8,
 		};
 		CHECK_RC(apply_buf_get(a, 4096, &buf), 0);
-		pattern_fill(s, buf->data, 4096);
+		pattern_fill(0, s, 0, buf->data, 4096);
 		CHECK_RC(apply_submit(a, &r, buf), 0);
 	}
 	CHECK_RC(apply_run(a), 0);
@@ -998,7 +954,7 @@ static int main_fake(size_t records, uint64_t seed)
 	test_backpressure();
 	test_spare();
 	test_error();
-	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(runs); i++) {
 		struct fake_run fr = {
 			.name = runs[i].name,
 			.records = records / runs[i].records_div,
@@ -1164,7 +1120,7 @@ static void run_aio(const char *dir, const char *name, size_t records,
 					break;
 				}
 				CHECK_RC(rc, 0);
-				pattern_fill(r->seq, buf->data, buf->len);
+				pattern_fill(0, r->seq, 0, buf->data, buf->len);
 			} else if (apply_full(a)) {
 				blocked = true;
 				eagain++;
@@ -1233,7 +1189,7 @@ static void run_aio_checkpoint(const char *dir)
 		struct apply_buf *buf;
 
 		CHECK_RC(apply_buf_get(a, 4096, &buf), 0);
-		pattern_fill(s, buf->data, 4096);
+		pattern_fill(0, s, 0, buf->data, 4096);
 		replay_rec(serial, &r);
 		CHECK_RC(apply_submit(a, &r, buf), 0);
 	}

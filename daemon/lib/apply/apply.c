@@ -48,9 +48,6 @@
 
 #include "apply.h"
 
-#define apply_container_of(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
-
 /* Memory charged for each queued record, against max_buffer_bytes. */
 #define APPLY_REQ_CHARGE	256U
 /* Largest payload buffer. */
@@ -694,7 +691,7 @@ static void apply_io_complete(struct apply *a, struct apply_io *io)
 		apply_sync_complete(a, io);
 		return;
 	}
-	req = apply_container_of(io, struct apply_req, io);
+	req = container_of(io, struct apply_req, io);
 	if (io->res < 0) {
 		/* the record stays incomplete: "written" never passes it */
 		apply_set_error(a, (int)io->res);
@@ -1206,7 +1203,7 @@ static void apply_aio_prep(struct apply_aio *x, struct apply_io *io,
 static int apply_aio_submit(struct apply_backend *be, struct apply_io **ios,
 			    int n)
 {
-	struct apply_aio *x = apply_container_of(be, struct apply_aio, be);
+	struct apply_aio *x = container_of(be, struct apply_aio, be);
 	int i = 0;
 
 	while (i < n) {
@@ -1259,7 +1256,7 @@ static int apply_aio_submit(struct apply_backend *be, struct apply_io **ios,
 static int apply_aio_reap(struct apply_backend *be, struct apply_io **ret,
 			  int max)
 {
-	struct apply_aio *x = apply_container_of(be, struct apply_aio, be);
+	struct apply_aio *x = container_of(be, struct apply_aio, be);
 	int n = 0;
 
 	pthread_mutex_lock(&x->lock);
@@ -1531,7 +1528,7 @@ static void *apply_aio_worker(void *arg)
 
 static void apply_aio_free(struct apply_backend *be)
 {
-	struct apply_aio *x = apply_container_of(be, struct apply_aio, be);
+	struct apply_aio *x = container_of(be, struct apply_aio, be);
 
 	if (x->thread_started) {
 		pthread_mutex_lock(&x->lock);

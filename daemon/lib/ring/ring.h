@@ -53,9 +53,8 @@
 
 #include <linux/dm-repl.h>
 
-#ifndef _cleanup_
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#endif
+#include "macro.h"
+
 
 struct ring;
 

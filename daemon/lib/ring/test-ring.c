@@ -31,32 +31,11 @@
 
 #include "ring.h"
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ",		\
-			__FILE__, __LINE__, #cond);			\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "check.h"
+#include "seqgen.h"
 
-#define CHECK_RC(expr, want) do {					\
-	int rc_ = (expr);						\
-	CHECK(rc_ == (want), "%s = %d (%s), want %d",			\
-	      #expr, rc_, strerror(rc_ < 0 ? -rc_ : 0), (int)(want));	\
-} while (0)
 
 /* ---- deterministic operation stream ---------------------------------- */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 #define DEV_SECTORS	(1ULL << 30)	/* 512 GiB device */
 #define MAX_SECTORS	16U		/* 8 KiB writes at most */
@@ -89,30 +68,6 @@ static void op_next(uint64_t *rng, struct op *o)
 	o->flags = (uint16_t)((a >> 20) & (DM_REPL_F_FUA | DM_REPL_F_SYNC));
 	if (o->op != DM_REPL_OP_WRITE)
 		o->flags &= DM_REPL_F_SYNC;
-}
-
-/* Payload of record seq: position-dependent 64-bit words. */
-static uint64_t pattern_word(uint64_t seq, uint64_t i)
-{
-	return ((seq + 1) * 0x9e3779b97f4a7c15ULL) ^ (i * 0xc2b2ae3d27d4eb4fULL);
-}
-
-static void pattern_fill(uint64_t seq, void *buf, uint32_t len)
-{
-	uint64_t *w = buf;
-
-	for (uint32_t i = 0; i < len / 8; i++)
-		w[i] = pattern_word(seq, i);
-}
-
-static int64_t pattern_check(uint64_t seq, const void *buf, uint32_t len)
-{
-	const uint64_t *w = buf;
-
-	for (uint32_t i = 0; i < len / 8; i++)
-		if (w[i] != pattern_word(seq, i))
-			return (int64_t)i * 8;
-	return -1;
 }
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -493,7 +448,7 @@ static void test_corrupt(void)
 
 	CHECK_RC(ring_mem_new(8, 16384, 2048, &r), 0);
 	h = map_rw(r, &len);
-	pattern_fill(0, buf, sizeof(buf));
+	pattern_fill(0, 0, 0, buf, sizeof(buf));
 	seq = produce_ok(r, DM_REPL_OP_WRITE, 100, 8, buf);
 	produce_ok(r, DM_REPL_OP_DISCARD, 0, 8, NULL);
 
@@ -503,7 +458,7 @@ static void test_corrupt(void)
 	rec = ring_rec(r, seq);
 	CHECK(rec && rec->seq == 0 && rec->sector == 100 && rec->nr_sectors == 8, "rec");
 	CHECK_RC(ring_payload(r, rec, &p, &plen), 0);
-	CHECK(plen == 4096 && pattern_check(0, p, plen) < 0, "payload");
+	CHECK(plen == 4096 && pattern_check(0, 0, 0, p, plen) < 0, "payload");
 	ring_mark_read(r, 1);
 	CHECK_RC(ring_release(r, 1), 0);
 	CHECK(ring_rec(r, 0) == NULL, "seq < release");
@@ -541,7 +496,7 @@ static void test_corrupt(void)
 #undef BAD_PAYLOAD
 	*w = saved;
 	CHECK_RC(ring_payload(r, rec, &p, &plen), 0);
-	CHECK(plen == 4096 && pattern_check(0, p, plen) < 0, "payload");
+	CHECK(plen == 4096 && pattern_check(0, 0, 0, p, plen) < 0, "payload");
 	/* Not a record of this ring */
 	CHECK_RC(ring_payload(r, &saved, &p, &plen), -EINVAL);
 	CHECK_RC(ring_payload(r, (const struct dm_repl_rec *)((const char *)rec + 8), &p, &plen), -EINVAL);
@@ -596,7 +551,7 @@ static void *producer(void *arg)
 		op_next(&rng, &o);
 		len = o.op == DM_REPL_OP_WRITE ? o.nr_sectors * 512 : 0;
 		if (len)
-			pattern_fill(i, buf, len);
+			pattern_fill(0, i, 0, buf, len);
 		for (;;) {
 			rc = ring_mem_produce(s->r, o.op, o.flags, o.sector,
 					      o.nr_sectors, buf, len, &seq);
@@ -673,7 +628,7 @@ static void *consumer(void *arg)
 			CHECK_RC(ring_payload(s->r, rec, &p, &len), 0);
 			if (rec->op == DM_REPL_OP_WRITE) {
 				CHECK(len == o.nr_sectors * 512 && p, "len %u", len);
-				bad = pattern_check(seq, p, len);
+				bad = pattern_check(0, seq, 0, p, len);
 				CHECK(bad < 0, "record %" PRIu64 ": payload differs at byte %" PRId64,
 				      seq, bad);
 				s->bytes += len;

@@ -17,10 +17,8 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "macro.h"
 
-#ifndef _cleanup_
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#endif
 
 struct manager;
 struct ring;

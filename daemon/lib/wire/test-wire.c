@@ -29,31 +29,9 @@
 
 #include "wire.h"
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ",		\
-			__FILE__, __LINE__, #cond);			\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "check.h"
+#include "seqgen.h"
 
-#define CHECK_RC(expr, want) do {					\
-	long long rc_ = (expr);						\
-	CHECK(rc_ == (long long)(want), "%s = %lld (%s), want %lld",	\
-	      #expr, rc_, strerror(rc_ < 0 ? (int)-rc_ : 0),		\
-	      (long long)(want));					\
-} while (0)
-
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 static uint64_t rng_state;
 
