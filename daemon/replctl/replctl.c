@@ -364,7 +364,7 @@ static int cmd_peer(const char *cmd, int argc, char **argv, bool json, const cha
 			set_mode ? " async|semi-sync|sync" : "");
 		return -EINVAL;
 	}
-	if (set_mode && peer_mode_parse(argv[2], &mode) < 0) {
+	if (set_mode && config_mode_parse(argv[2], &mode) < 0) {
 		fprintf(stderr, "replctl: mode '%s': expected async, semi-sync or sync\n", argv[2]);
 		return -EINVAL;
 	}
@@ -636,7 +636,7 @@ static int cmd_create_md(int argc, char **argv)
 		goto out;
 	}
 	fd = open(a.data, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || dev_size_sectors(fd, &sectors) < 0) {
+	if (fd < 0 || dmdev_size_sectors(fd, &sectors) < 0) {
 		r = -errno;
 		fprintf(stderr, "replctl: %s: %s\n", a.data, strerror(errno));
 		if (fd >= 0)

@@ -93,7 +93,7 @@ struct json_object *manager_status_json(struct manager *m)
 	json_object_object_add(o, "ok", json_object_new_boolean(true));
 	json_object_object_add(o, "resource", json_object_new_string(m->cfg->resource));
 	json_object_object_add(o, "node", json_object_new_string(m->cfg->node));
-	json_object_object_add(o, "role", json_object_new_string(role_name(m->cfg->role)));
+	json_object_object_add(o, "role", json_object_new_string(config_role_name(m->cfg->role)));
 	json_object_object_add(o, "uptime_ms", json_object_new_uint64(now_ms() - m->started_ms));
 	json_object_object_add(o, "draining", json_object_new_boolean(m->draining));
 	{

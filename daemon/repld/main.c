@@ -94,7 +94,7 @@ static int run(int argc, char **argv)
 	}
 	if (test) {
 		printf("%s: resource %s, node %s, %s, %u peer(s): OK\n", config, cfg->resource,
-		       cfg->node, role_name(cfg->role), cfg->nr_peers);
+		       cfg->node, config_role_name(cfg->role), cfg->nr_peers);
 		config_free(cfg);
 		return 0;
 	}
@@ -149,7 +149,7 @@ static int run(int argc, char **argv)
 			if (r < 0)
 				return r;
 		}
-		log_info("%s: switching to the %s role", cfg->resource, role_name(cfg->role));
+		log_info("%s: switching to the %s role", cfg->resource, config_role_name(cfg->role));
 	}
 }
 

@@ -180,9 +180,9 @@ int manager_start(struct manager *m)
 		return r;
 	if (sd_watchdog_enabled(0, &m->watchdog_usec) <= 0)
 		m->watchdog_usec = 0;
-	sd_notifyf(0, "READY=1\nSTATUS=%s %s: started", role_name(m->cfg->role),
+	sd_notifyf(0, "READY=1\nSTATUS=%s %s: started", config_role_name(m->cfg->role),
 		   m->cfg->resource);
-	log_info("%s %s: %s ready", m->cfg->resource, m->cfg->node, role_name(m->cfg->role));
+	log_info("%s %s: %s ready", m->cfg->resource, m->cfg->node, config_role_name(m->cfg->role));
 	return 0;
 }
 
@@ -355,7 +355,7 @@ int manager_request_role(struct manager *m, enum repl_role role, bool force, cha
 			 size_t len)
 {
 	if (m->cfg->role == role) {
-		snprintf(err, len, "%s is already %s here", m->cfg->resource, role_name(role));
+		snprintf(err, len, "%s is already %s here", m->cfg->resource, config_role_name(role));
 		return -EALREADY;
 	}
 	if (m->draining) {
@@ -379,8 +379,8 @@ int manager_request_role(struct manager *m, enum repl_role role, bool force, cha
 	m->switch_to = role;
 	m->draining = true;
 	m->drain_deadline_ms = now_ms() + m->cfg->drain_timeout_ms;
-	log_info("%s: becoming %s: finishing what is in flight", m->cfg->resource, role_name(role));
-	sd_notifyf(0, "STATUS=%s: becoming %s", m->cfg->resource, role_name(role));
+	log_info("%s: becoming %s: finishing what is in flight", m->cfg->resource, config_role_name(role));
+	sd_notifyf(0, "STATUS=%s: becoming %s", m->cfg->resource, config_role_name(role));
 	return 0;
 }
 

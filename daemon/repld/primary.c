@@ -57,14 +57,14 @@ static const char *conn_name(enum peer_conn c)
 
 /* ---- the kernel side ---------------------------------------------------- */
 
-static int dm_set_mode(void *ctx, bool sync)
+static int target_set_mode(void *ctx, bool sync)
 {
 	struct manager *m = ctx;
 
 	return dmdev_message(m->dm_name, sync ? "mode sync" : "mode async", NULL, 0);
 }
 
-static int dm_set_hold(void *ctx, unsigned int ms)
+static int target_set_hold(void *ctx, unsigned int ms)
 {
 	struct manager *m = ctx;
 	char msg[64];
@@ -73,14 +73,14 @@ static int dm_set_hold(void *ctx, unsigned int ms)
 	return dmdev_message(m->dm_name, msg, NULL, 0);
 }
 
-static const struct manager_kernel_ops dm_ops = {
-	.set_mode = dm_set_mode,
-	.set_hold_timeout = dm_set_hold,
+static const struct manager_kernel_ops target_ops = {
+	.set_mode = target_set_mode,
+	.set_hold_timeout = target_set_hold,
 };
 
 static bool peer_counts_for_sync(const struct peer *p)
 {
-	return !p->admin_down && !p->removed && p->mode != PEER_ASYNC;
+	return !p->admin_down && !p->removed && p->mode != MODE_ASYNC;
 }
 
 /* Set the target's mode from the peers' modes (live, no reconnect). */
@@ -182,9 +182,9 @@ static void primary_update_ring(struct manager *m)
 		if (!peer_counts_for_sync(p))
 			continue;
 		any_sync = true;
-		if (p->mode == PEER_SYNC && p->written < ack)
+		if (p->mode == MODE_SYNC && p->written < ack)
 			ack = p->written;
-		if (p->mode == PEER_SEMI_SYNC && p->received < ack)
+		if (p->mode == MODE_SEMI_SYNC && p->received < ack)
 			ack = p->received;
 	}
 	if (!any_sync)
@@ -363,7 +363,7 @@ static bool divergence_we_win(struct peer *p, const Dmrepl__V1__Hello *h, enum g
 
 	if (h->discard_my_data) {
 		log_warning("%s: peer %s: %s, and the peer discards its changes (discard-my-data)",
-			    m->cfg->resource, p->cfg.name, gen_verdict_name(v));
+			    m->cfg->resource, p->cfg.name, gens_verdict_name(v));
 		return true;
 	}
 	if (v == GV_SPLIT_BRAIN && m->cfg->after_split_brain == ASB_DISCARD_YOUNGER &&
@@ -504,7 +504,7 @@ static int peer_handshake_done(struct peer *p, const Dmrepl__V1__Hello *h)
 	p->backoff_ms = m->cfg->reconnect_min_ms;
 	p->last_error[0] = '\0';
 	log_info("%s: peer %s connected (%s), resuming at record %" PRIu64 "%s", m->cfg->resource,
-		 p->cfg.name, peer_mode_name(p->mode), resume,
+		 p->cfg.name, config_mode_name(p->mode), resume,
 		 p->inconsistent ? " (inconsistent)" : "");
 	return 0;
 }
@@ -1112,7 +1112,7 @@ void primary_tick(struct manager *m)
 
 		n += snprintf(line + n, sizeof(line) - (size_t)n, " %s %s %s", p->cfg.name,
 			      p->admin_down ? "StandAlone" : conn_name(p->conn),
-			      peer_mode_name(p->mode));
+			      config_mode_name(p->mode));
 	}
 	snprintf(m->status_line, sizeof(m->status_line), "%s", line);
 }
@@ -1190,12 +1190,12 @@ static int primary_open_device(struct manager *m, dev_t *ret)
 		fd = open(c->device, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return log_error_errno(-errno, "%s: open %s", c->resource, c->device);
-		r = dev_size_sectors(fd, &sectors);
+		r = dmdev_size_sectors(fd, &sectors);
 		close(fd);
 		if (r < 0)
 			return log_error_errno(r, "%s: size of %s", c->resource, c->device);
 		for (i = 0; i < c->nr_peers; i++)
-			sync |= c->peers[i].mode != PEER_ASYNC;
+			sync |= c->peers[i].mode != MODE_ASYNC;
 		snprintf(uuid, sizeof(uuid), "REPL-%s", c->dm_name);
 		r = dmdev_create(m->dm_name, uuid, &(struct dmdev_table) {
 			.data_dev = c->device,
@@ -1243,7 +1243,7 @@ int primary_start(struct manager *m)
 		if (r < 0)
 			return log_error_errno(r, "%s: attach to the ring of /dev/mapper/%s",
 					       m->cfg->resource, m->dm_name);
-		m->kops = &dm_ops;
+		m->kops = &target_ops;
 		m->kctx = m;
 		if (m->kops->set_hold_timeout)
 			m->kops->set_hold_timeout(m->kctx, m->cfg->on_peer_loss == LOSS_BLOCK ?
@@ -1330,7 +1330,7 @@ static void peer_set_mode(struct peer *p, enum peer_mode mode)
 	if (p->mode == mode)
 		return;
 	log_info("%s: peer %s: mode %s -> %s", m->cfg->resource, p->cfg.name,
-		 peer_mode_name(p->mode), peer_mode_name(mode));
+		 config_mode_name(p->mode), config_mode_name(mode));
 	p->mode = mode;
 	if (p->conn == PEER_UP) {
 		n = wire_encode_set_mode(buf, sizeof(buf), (Dmrepl__V1__Mode)mode);
@@ -1349,7 +1349,7 @@ int primary_set_mode(struct manager *m, const char *peer, const char *mode, char
 		snprintf(err, len, "no peer '%s' in resource %s", peer, m->cfg->resource);
 		return -ENOENT;
 	}
-	if (peer_mode_parse(mode, &pm) < 0) {
+	if (config_mode_parse(mode, &pm) < 0) {
 		snprintf(err, len, "mode '%s': expected async, semi-sync or sync", mode);
 		return -EINVAL;
 	}
@@ -1533,7 +1533,7 @@ void primary_status(struct manager *m, struct json_object *o)
 		}
 		json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
 		json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
-		json_object_object_add(po, "mode", json_object_new_string(peer_mode_name(p->mode)));
+		json_object_object_add(po, "mode", json_object_new_string(config_mode_name(p->mode)));
 		json_object_object_add(po, "connection", json_object_new_string(
 			p->admin_down ? "StandAlone" : conn_name(p->conn)));
 		json_object_object_add(po, "replication", json_object_new_string(

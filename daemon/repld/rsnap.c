@@ -56,7 +56,7 @@ static int device_sectors(const char *path, uint64_t *ret)
 
 	if (fd < 0)
 		return -errno;
-	r = dev_size_sectors(fd, ret);
+	r = dmdev_size_sectors(fd, ret);
 	close(fd);
 	return r;
 }

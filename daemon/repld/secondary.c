@@ -635,7 +635,7 @@ static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hell
 	}
 	m->primary_connects++;
 	log_info("%s: primary %s (%s) connected, %s mode", m->cfg->resource, h->node, c->addr,
-		 peer_mode_name(c->mode));
+		 config_mode_name(c->mode));
 	conn_flush(c);
 }
 
@@ -966,7 +966,7 @@ static void conn_read(struct manager *m)
 			if (c->up) {
 				c->mode = (enum peer_mode)msg.frame->set_mode->mode;
 				log_info("%s: primary switched this peer to %s mode",
-					 m->cfg->resource, peer_mode_name(c->mode));
+					 m->cfg->resource, config_mode_name(c->mode));
 			}
 			break;
 		case DMREPL__V1__FRAME__MSG_KEEPALIVE:
@@ -1213,7 +1213,7 @@ int secondary_start(struct manager *m)
 	if (m->dev_fd < 0)
 		return log_error_errno(-errno, "%s: open %s with O_DIRECT", m->cfg->resource,
 				       path);
-	r = dev_size_sectors(m->dev_fd, &m->dev_sectors);
+	r = dmdev_size_sectors(m->dev_fd, &m->dev_sectors);
 	if (r < 0)
 		return log_error_errno(r, "%s: size of %s", m->cfg->resource, m->cfg->device);
 	if (mkdir(m->cfg->state_dir, 0700) < 0 && errno != EEXIST)
@@ -1269,7 +1269,7 @@ void secondary_status(struct manager *m, struct json_object *o)
 	json_object_object_add(po, "connection", json_object_new_string(
 		m->conn && m->conn->up ? "Connected" : "Connecting"));
 	json_object_object_add(po, "mode", json_object_new_string(
-		m->conn ? peer_mode_name(m->conn->mode) : "-"));
+		m->conn ? config_mode_name(m->conn->mode) : "-"));
 	json_object_object_add(po, "stream_id", json_object_new_uint64(m->stream_id));
 	json_object_object_add(po, "received", json_object_new_uint64(p.received));
 	json_object_object_add(po, "written", json_object_new_uint64(p.written));

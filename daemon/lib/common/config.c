@@ -53,33 +53,33 @@ bool config_name_valid(const char *s)
 	return true;
 }
 
-const char *peer_mode_name(enum peer_mode mode)
+const char *config_mode_name(enum peer_mode mode)
 {
 	switch (mode) {
-	case PEER_ASYNC:
+	case MODE_ASYNC:
 		return "async";
-	case PEER_SEMI_SYNC:
+	case MODE_SEMI_SYNC:
 		return "semi-sync";
-	case PEER_SYNC:
+	case MODE_SYNC:
 		return "sync";
 	}
 	return "?";
 }
 
-int peer_mode_parse(const char *s, enum peer_mode *ret)
+int config_mode_parse(const char *s, enum peer_mode *ret)
 {
 	if (!strcmp(s, "async"))
-		*ret = PEER_ASYNC;
+		*ret = MODE_ASYNC;
 	else if (!strcmp(s, "semi-sync"))
-		*ret = PEER_SEMI_SYNC;
+		*ret = MODE_SEMI_SYNC;
 	else if (!strcmp(s, "sync"))
-		*ret = PEER_SYNC;
+		*ret = MODE_SYNC;
 	else
 		return -EINVAL;
 	return 0;
 }
 
-const char *role_name(enum repl_role role)
+const char *config_role_name(enum repl_role role)
 {
 	return role == ROLE_PRIMARY ? "primary" : role == ROLE_SECONDARY ? "secondary" : "?";
 }
@@ -279,7 +279,7 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 		r = cfg_string(x, p, "mode", false, mode, sizeof(mode));
 		if (r < 0)
 			return r;
-		if (peer_mode_parse(mode, &cp->mode) < 0)
+		if (config_mode_parse(mode, &cp->mode) < 0)
 			return cfg_fail(x, p, "peer '%s': mode '%s': expected async, semi-sync or sync",
 					cp->name, mode);
 	}

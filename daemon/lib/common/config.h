@@ -17,9 +17,9 @@
 #define CONFIG_NAME_MAX		64
 
 enum peer_mode {
-	PEER_ASYNC = 0,
-	PEER_SEMI_SYNC = 1,
-	PEER_SYNC = 2,
+	MODE_ASYNC = 0,
+	MODE_SEMI_SYNC = 1,
+	MODE_SYNC = 2,
 };
 
 enum repl_role {
@@ -98,9 +98,9 @@ void config_freep(struct config **c);
 /* The path of a resource's file: <dir>/<resource>.conf */
 int config_path(const char *resource, char *buf, size_t len);
 
-const char *peer_mode_name(enum peer_mode mode);
-int peer_mode_parse(const char *s, enum peer_mode *ret);
-const char *role_name(enum repl_role role);
+const char *config_mode_name(enum peer_mode mode);
+int config_mode_parse(const char *s, enum peer_mode *ret);
+const char *config_role_name(enum repl_role role);
 int config_addr_parse(const char *text, bool passive, struct config_addr *ret);
 bool config_name_valid(const char *s);
 const struct config_peer *config_find_peer(const struct config *c, const char *name);

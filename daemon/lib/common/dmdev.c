@@ -216,7 +216,7 @@ out:
 	return r;
 }
 
-int dev_size_sectors(int fd, uint64_t *ret)
+int dmdev_size_sectors(int fd, uint64_t *ret)
 {
 	struct stat st;
 	uint64_t bytes;

@@ -45,6 +45,6 @@ int dmdev_message(const char *name, const char *msg, char *reply, size_t len);
 /* INFO status parameters of the target, read without flushing */
 int dmdev_status(const char *name, char *buf, size_t len);
 /* Size of a block device or regular file in 512-byte sectors */
-int dev_size_sectors(int fd, uint64_t *ret);
+int dmdev_size_sectors(int fd, uint64_t *ret);
 
 #endif

@@ -58,7 +58,7 @@ enum gen_verdict gens_compare(const struct gens *p, const struct gens *s)
 	return GV_UNRELATED;
 }
 
-const char *gen_verdict_name(enum gen_verdict v)
+const char *gens_verdict_name(enum gen_verdict v)
 {
 	switch (v) {
 	case GV_SAME:

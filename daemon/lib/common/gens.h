@@ -35,7 +35,7 @@ enum gen_verdict {
 
 /* p: the primary's, s: the secondary's. */
 enum gen_verdict gens_compare(const struct gens *p, const struct gens *s);
-const char *gen_verdict_name(enum gen_verdict v);
+const char *gens_verdict_name(enum gen_verdict v);
 
 /* A new current generation: the old one becomes the bitmap's, or, when
  * the bitmap already counts from an earlier one, the history. */

@@ -73,7 +73,7 @@ int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *
 		snprintf(err, errlen, "%s: %s", meta_path, strerror(-r));
 		return r;
 	}
-	if (dev_size_sectors(fd, &size) < 0 || size * 512 < DM_REPL_MD_SB_BYTES) {
+	if (dmdev_size_sectors(fd, &size) < 0 || size * 512 < DM_REPL_MD_SB_BYTES) {
 		snprintf(err, errlen, "%s: too small for dm-repl metadata", meta_path);
 		goto out;
 	}
@@ -175,7 +175,7 @@ int md_create(const char *meta_path, const char *resource, uint64_t dev_sectors,
 			 r == -EBUSY ? " (in use by a device?)" : "");
 		return r;
 	}
-	r = dev_size_sectors(fd, &size);
+	r = dmdev_size_sectors(fd, &size);
 	if (r < 0 || size * 512 < DM_REPL_MD_SB_BYTES + bytes) {
 		snprintf(err, errlen, "%s is too small: %llu KiB needed for a device of %llu sectors with %u KiB regions",
 			 meta_path, (unsigned long long)(DM_REPL_MD_SB_BYTES + bytes) >> 10,

@@ -17,10 +17,10 @@ static void expect(const char *what, const struct gens *p, const struct gens *s,
 	enum gen_verdict v = gens_compare(p, s);
 
 	if (v != want) {
-		printf("FAIL %s: %s, want %s\n", what, gen_verdict_name(v), gen_verdict_name(want));
+		printf("FAIL %s: %s, want %s\n", what, gens_verdict_name(v), gens_verdict_name(want));
 		failures++;
 	} else {
-		printf("ok %s: %s\n", what, gen_verdict_name(v));
+		printf("ok %s: %s\n", what, gens_verdict_name(v));
 	}
 }
 

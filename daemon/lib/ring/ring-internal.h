@@ -28,6 +28,9 @@
 
 struct ring {
 	bool memory;
+	/* ring_free() calls it first: what the producer of a memory ring
+	 * holds (ring-mem.c sets it; ring.c knows nothing of it) */
+	void (*release_producer)(struct ring *r);
 	int fd;			/* kernel: /dev/dm-repl; memory: wake eventfd */
 
 	/* mappings */
@@ -88,8 +91,6 @@ struct ring *ring_alloc(void);
 /* Maps [0, hdr_size) RW and [rec_offset, map_size) RO from fd (ring.c). */
 int ring_map(struct ring *r, int fd, uint64_t map_size, uint64_t hdr_size);
 
-/* ring_free() part for the producer (ring-mem.c). */
-void ring_mem_release_resources(struct ring *r);
 
 static inline bool ring_is_pow2(uint64_t x)
 {

@@ -53,7 +53,7 @@ static uint64_t round_up(uint64_t x, uint64_t a)
 	return (x + a - 1) / a * a;
 }
 
-void ring_mem_release_resources(struct ring *r)
+static void ring_mem_release(struct ring *r)
 {
 	if (r->mem.base)
 		munmap(r->mem.base, r->map_size);
@@ -92,6 +92,7 @@ int ring_mem_new(uint32_t nr_recs, uint64_t data_size, uint64_t dev_sectors,
 	if (!r)
 		return -ENOMEM;
 	r->memory = true;
+	r->release_producer = ring_mem_release;
 	pthread_mutex_init(&r->mem.dirty_lock, NULL);
 	r->mem.slot_bytes = calloc(nr_recs, sizeof(*r->mem.slot_bytes));
 	if (!r->mem.slot_bytes)
@@ -111,7 +112,7 @@ int ring_mem_new(uint32_t nr_recs, uint64_t data_size, uint64_t dev_sectors,
 	if (p == MAP_FAILED)
 		return -errno;
 	r->mem.base = p;
-	r->map_size = map_size;	/* for ring_mem_release_resources() */
+	r->map_size = map_size;	/* for ring_mem_release() */
 	r->mem.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (r->mem.kick_fd < 0)
 		return -errno;

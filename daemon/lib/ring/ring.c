@@ -40,7 +40,8 @@ void ring_free(struct ring *r)
 		munmap((void *)r->ro, r->ro_len);
 	if (r->hdr)
 		munmap(r->hdr, r->hdr_len);
-	ring_mem_release_resources(r);
+	if (r->release_producer)
+		r->release_producer(r);
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r);
