@@ -341,10 +341,16 @@ static void ring_copy_work(struct work_struct *work)
 	struct bvec_iter pos = pb->iter;
 	sector_t sector = pb->sector;
 	u64 off = pb->data_off;
+	/*
+	 * Once RB_COPIED is set and the lock dropped, the local write's
+	 * completion may end the bio and free pb: the loop must not read it
+	 * again, not even for its condition.
+	 */
+	const u32 nr = pb->nr_recs;
 	bool complete = false;
 	u32 i, len;
 
-	for (i = 0; i < pb->nr_recs; i++) {
+	for (i = 0; i < nr; i++) {
 		len = ring_piece_sectors(pb, sector) << SECTOR_SHIFT;
 		ring_copy_bytes(ring->data + off, bio, &pos, len);
 		sector += len >> SECTOR_SHIFT;
@@ -353,7 +359,7 @@ static void ring_copy_work(struct work_struct *work)
 		spin_lock_irq(&ring->lock);
 		pb->nr_copied = i + 1;
 		ring_commit_ready(ring, pb, i);
-		if (i == pb->nr_recs - 1) {
+		if (i == nr - 1) {
 			pb->flags |= RB_COPIED;
 			/* A failed local write is never held. */
 			if ((pb->flags & RB_LOCAL_DONE) &&
