@@ -1,21 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * The control socket (/run/dm-repl/<resource>.sock, mode 0600): one JSON
- * request per connection, one JSON reply.
- *
- *   {"cmd":"status"}
- *   {"cmd":"set-mode","peer":"beta","mode":"sync"}
- *   {"cmd":"connect","peer":"beta"}      {"cmd":"disconnect","peer":"beta"}
- *   {"cmd":"resync","peer":"beta","full":false}   {"cmd":"verify","peer":"beta"}
- *
- * Replies: {"ok":true, ...} or {"ok":false,"error":"..."}.  A client that
- * does not send its request within a second is dropped; requests are
- * small, so the loop reads them whole.
+ * The control socket: see ctl.h.  Every client is an event source of its
+ * own; its request is read and its reply written as the socket allows, so
+ * a client that sends one byte a second, or never reads its reply, costs
+ * the loop nothing but a wake-up now and then, and is dropped at its
+ * deadline.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <fcntl.h>
-#include <poll.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +17,34 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "log.h"
-#include "manager-internal.h"
+#include "loop.h"
+#include "macro.h"
 
-#define CTL_MAX_REQUEST 4096
+struct ctl_client {
+	struct ev ev;
+	struct ctl *ctl;
+	struct ctl_client *next;
+	uint64_t deadline_ms;
+	bool replying;
+	size_t len;			/* request bytes in buf */
+	char *out;			/* the reply, while replying */
+	size_t out_len, out_off;
+	char buf[CTL_MAX_REQUEST + 1];
+};
+
+struct ctl {
+	struct loop *loop;
+	struct ev ev;			/* the listening socket */
+	char path[108];
+	ctl_status_fn status;
+	void *status_ctx;
+	const struct ctl_command *cmds[2];
+	void *cmds_ctx[2];
+	struct ctl_client *clients;
+	unsigned int nr_clients;
+};
 
 static int mkdir_parent(const char *path)
 {
@@ -45,75 +61,20 @@ static int mkdir_parent(const char *path)
 	return 0;
 }
 
-int ctl_start(struct manager *m)
+const char *ctl_arg_str(struct json_object *req, const char *key)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = m->cfg->control_socket;
-	int fd, r;
+	struct json_object *v;
 
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return log_error_errno(-ENAMETOOLONG, "control socket path %s", path);
-	strcpy(sa.sun_path, path);
-	r = mkdir_parent(path);
-	if (r < 0)
-		return log_error_errno(r, "directory of %s", path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return log_error_errno(-errno, "socket");
-	/* a stale socket of a previous instance: is anybody answering? */
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		close(fd);
-		return log_error_errno(-EADDRINUSE, "%s: another repld serves %s",
-				       m->cfg->resource, path);
-	}
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
-	    listen(fd, 16) < 0) {
-		r = -errno;
-		close(fd);
-		return log_error_errno(r, "control socket %s", path);
-	}
-	m->ctl_fd = fd;
-	return ep_add(m, fd, EPOLLIN, &m->ev_ctl);
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
 }
 
-void ctl_stop(struct manager *m)
+bool ctl_arg_bool(struct json_object *req, const char *key)
 {
-	if (m->ctl_fd < 0)
-		return;
-	close(m->ctl_fd);
-	m->ctl_fd = -1;
-	unlink(m->cfg->control_socket);
-}
+	struct json_object *v;
 
-struct json_object *manager_status_json(struct manager *m)
-{
-	struct json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "ok", json_object_new_boolean(true));
-	json_object_object_add(o, "resource", json_object_new_string(m->cfg->resource));
-	json_object_object_add(o, "node", json_object_new_string(m->cfg->node));
-	json_object_object_add(o, "role", json_object_new_string(config_role_name(m->cfg->role)));
-	json_object_object_add(o, "uptime_ms", json_object_new_uint64(now_ms() - m->started_ms));
-	json_object_object_add(o, "draining", json_object_new_boolean(m->draining));
-	{
-		struct json_object *g = json_object_new_object();
-		char b[20];
-
-		snprintf(b, sizeof(b), "%016" PRIx64, m->gens.current);
-		json_object_object_add(g, "current", json_object_new_string(b));
-		snprintf(b, sizeof(b), "%016" PRIx64, m->gens.bitmap);
-		json_object_object_add(g, "bitmap", json_object_new_string(b));
-		snprintf(b, sizeof(b), "%016" PRIx64, m->gens.history);
-		json_object_object_add(g, "history", json_object_new_string(b));
-		json_object_object_add(g, "since", json_object_new_uint64(m->gens.since));
-		json_object_object_add(o, "generation", g);
-	}
-	if (m->cfg->role == ROLE_PRIMARY)
-		primary_status(m, o);
-	else
-		secondary_status(m, o);
-	return o;
+	return json_object_object_get_ex(req, key, &v) && json_object_get_boolean(v);
 }
 
 static struct json_object *ctl_error(const char *msg)
@@ -125,115 +86,278 @@ static struct json_object *ctl_error(const char *msg)
 	return o;
 }
 
-static const char *ctl_str(struct json_object *req, const char *key)
+static const struct ctl_command *ctl_find(struct ctl *c, const char *name, void **ret_ctx)
 {
-	struct json_object *v;
+	for (unsigned int t = 0; t < ARRAY_SIZE(c->cmds); t++) {
+		const struct ctl_command *k;
 
-	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-static struct json_object *ctl_handle(struct manager *m, struct json_object *req)
-{
-	const char *cmd = ctl_str(req, "cmd"), *peer = ctl_str(req, "peer");
-	char err[256];
-	int r;
-
-	if (!cmd)
-		return ctl_error("request without \"cmd\"");
-	if (!strcmp(cmd, "status"))
-		return manager_status_json(m);
-	if (!strcmp(cmd, "primary") || !strcmp(cmd, "secondary")) {
-		struct json_object *f;
-		bool force = json_object_object_get_ex(req, "force", &f) &&
-			     json_object_get_boolean(f);
-
-		r = manager_request_role(m, !strcmp(cmd, "primary") ? ROLE_PRIMARY : ROLE_SECONDARY,
-					 force, err, sizeof(err));
-		if (r < 0)
-			return ctl_error(err);
-		return manager_status_json(m);
-	}
-	if (!strcmp(cmd, "discard-my-data")) {
-		if (m->cfg->role != ROLE_SECONDARY)
-			return ctl_error("discard-my-data is for a secondary: make this node secondary first");
-		r = secondary_discard_my_data(m, err, sizeof(err));
-		if (r < 0)
-			return ctl_error(err);
-		return manager_status_json(m);
-	}
-	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect") ||
-	    !strcmp(cmd, "resync") || !strcmp(cmd, "verify")) {
-		if (m->cfg->role != ROLE_PRIMARY)
-			return ctl_error("this node is a secondary: peers are managed on the primary");
-		if (!peer)
-			return ctl_error("missing \"peer\"");
-		if (!strcmp(cmd, "set-mode")) {
-			const char *mode = ctl_str(req, "mode");
-
-			if (!mode)
-				return ctl_error("missing \"mode\"");
-			r = primary_set_mode(m, peer, mode, err, sizeof(err));
-		} else if (!strcmp(cmd, "resync") || !strcmp(cmd, "verify")) {
-			struct json_object *f;
-			bool full = json_object_object_get_ex(req, "full", &f) &&
-				    json_object_get_boolean(f);
-
-			r = primary_resync(m, peer, !strcmp(cmd, "verify") ? RS_VERIFY :
-					   full ? RS_FULL : RS_BITMAP, err, sizeof(err));
-		} else {
-			r = primary_connect(m, peer, !strcmp(cmd, "connect"), err, sizeof(err));
+		for (k = c->cmds[t]; k && k->name; k++) {
+			if (!strcmp(k->name, name)) {
+				*ret_ctx = c->cmds_ctx[t];
+				return k;
+			}
 		}
-		if (r < 0)
-			return ctl_error(err);
-		return manager_status_json(m);
 	}
-	snprintf(err, sizeof(err), "unknown command \"%s\"", cmd);
-	return ctl_error(err);
+	return NULL;
 }
 
-void ctl_event(struct manager *m)
+static struct json_object *ctl_handle(struct ctl *c, struct json_object *req)
 {
-	char buf[CTL_MAX_REQUEST + 1];
-	struct json_object *req, *reply;
-	struct pollfd pfd;
-	const char *out;
-	size_t len = 0, olen;
-	ssize_t n;
-	int fd;
+	const char *name = ctl_arg_str(req, "cmd");
+	const struct ctl_command *k;
+	char err[512];
+	void *ctx;
 
-	fd = accept4(m->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
-	pfd.fd = fd;
-	pfd.events = POLLIN;
-	/* small request, local client: read it with a short deadline */
-	while (len < CTL_MAX_REQUEST && !memchr(buf, '\n', len)) {
-		if (poll(&pfd, 1, 1000) <= 0)
-			break;
-		n = read(fd, buf + len, CTL_MAX_REQUEST - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
+	if (!name)
+		return ctl_error("request without \"cmd\"");
+	k = ctl_find(c, name, &ctx);
+	if (!k) {
+		snprintf(err, sizeof(err), "unknown command \"%s\"", name);
+		return ctl_error(err);
 	}
-	buf[len] = '\0';
-	req = json_tokener_parse(buf);
+	if (k->refuse)
+		return ctl_error(k->refuse);
+	err[0] = '\0';
+	if (k->fn && k->fn(ctx, req, err, sizeof(err)) < 0)
+		return ctl_error(err[0] ? err : "failed");
+	return c->status(c->status_ctx);
+}
+
+static void client_free(struct ctl_client *k)
+{
+	struct ctl *c = k->ctl;
+	struct ctl_client **pp;
+
+	for (pp = &c->clients; *pp; pp = &(*pp)->next) {
+		if (*pp == k) {
+			*pp = k->next;
+			break;
+		}
+	}
+	c->nr_clients--;
+	loop_del(c->loop, &k->ev);
+	close(k->ev.fd);
+	free(k->out);
+	free(k);
+}
+
+/* Write what the socket takes; the client goes once the reply is out. */
+static void client_write(struct ctl_client *k)
+{
+	while (k->out_off < k->out_len) {
+		ssize_t n = send(k->ev.fd, k->out + k->out_off, k->out_len - k->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;		/* EPOLLOUT */
+		if (n <= 0)
+			break;		/* the client is gone */
+		k->out_off += (size_t)n;
+	}
+	client_free(k);
+}
+
+/* The request is complete: answer it. */
+static void client_reply(struct ctl_client *k)
+{
+	struct json_object *req, *reply;
+	const char *s;
+	size_t n;
+
+	k->buf[k->len] = '\0';
+	req = json_tokener_parse(k->buf);
 	if (!req || !json_object_is_type(req, json_type_object))
 		reply = ctl_error("request is not a JSON object");
 	else
-		reply = ctl_handle(m, req);
-	out = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
-	olen = strlen(out);
-	for (size_t off = 0; off < olen;) {
-		n = write(fd, out + off, olen - off);
-		if (n <= 0)
-			break;
-		off += (size_t)n;
+		reply = ctl_handle(k->ctl, req);
+	s = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
+	n = strlen(s);
+	k->out = malloc(n + 1);
+	if (k->out) {
+		memcpy(k->out, s, n);
+		k->out[n] = '\n';
+		k->out_len = n + 1;
 	}
-	n = write(fd, "\n", 1);
-	(void)n;
 	json_object_put(req);
 	json_object_put(reply);
-	close(fd);
+	if (!k->out) {
+		client_free(k);
+		return;
+	}
+	k->replying = true;
+	k->deadline_ms = loop_now_ms() + CTL_REPLY_MS;
+	if (loop_mod(k->ctl->loop, &k->ev, EPOLLOUT) < 0) {
+		client_free(k);
+		return;
+	}
+	client_write(k);
+}
+
+static void client_event(struct ev *ev, uint32_t events)
+{
+	struct ctl_client *k = container_of(ev, struct ctl_client, ev);
+	ssize_t n;
+
+	if (k->replying) {
+		client_write(k);
+		return;
+	}
+	for (;;) {
+		n = recv(ev->fd, k->buf + k->len, CTL_MAX_REQUEST - k->len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;		/* more later, within the deadline */
+		if (n < 0) {
+			client_free(k);
+			return;
+		}
+		/* a line, the end of the stream, or the most we take */
+		if (n == 0 || memchr(k->buf + k->len, '\n', (size_t)n) ||
+		    k->len + (size_t)n == CTL_MAX_REQUEST) {
+			k->len += (size_t)n;
+			client_reply(k);
+			return;
+		}
+		k->len += (size_t)n;
+	}
+}
+
+/*
+ * Room for one more client: the one that has been sending its request the
+ * longest goes (a flood of idle connections cannot lock replctl out).
+ * -EBUSY when every client is taking its reply.
+ */
+static int ctl_evict(struct ctl *c)
+{
+	struct ctl_client *k, *oldest = NULL;
+
+	for (k = c->clients; k; k = k->next)
+		if (!k->replying && (!oldest || k->deadline_ms < oldest->deadline_ms))
+			oldest = k;
+	if (!oldest)
+		return -EBUSY;
+	log_debug("control socket: %u clients: dropping the oldest one still sending",
+		  c->nr_clients);
+	client_free(oldest);
+	return 0;
+}
+
+static void ctl_accept(struct ev *ev, uint32_t events)
+{
+	struct ctl *c = container_of(ev, struct ctl, ev);
+	struct ctl_client *k;
+	int fd;
+
+	while ((fd = accept4(ev->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		if (c->nr_clients >= CTL_MAX_CLIENTS && ctl_evict(c) < 0) {
+			close(fd);
+			continue;
+		}
+		k = calloc(1, sizeof(*k));
+		if (!k) {
+			close(fd);
+			continue;
+		}
+		k->ctl = c;
+		k->ev = (struct ev) { .fd = fd, .fn = client_event };
+		k->deadline_ms = loop_now_ms() + CTL_REQUEST_MS;
+		if (loop_add(c->loop, &k->ev, EPOLLIN) < 0) {
+			close(fd);
+			free(k);
+			continue;
+		}
+		k->next = c->clients;
+		c->clients = k;
+		c->nr_clients++;
+	}
+}
+
+void ctl_tick(struct ctl *c, uint64_t now_ms)
+{
+	struct ctl_client *k, *next;
+
+	for (k = c->clients; k; k = next) {
+		next = k->next;
+		if (now_ms >= k->deadline_ms) {
+			log_debug("control socket: a client %s too slowly: dropped",
+				  k->replying ? "took its reply" : "sent its request");
+			client_free(k);
+		}
+	}
+}
+
+void ctl_set_commands(struct ctl *c, unsigned int slot, const struct ctl_command *cmds,
+		      void *ctx)
+{
+	if (slot >= ARRAY_SIZE(c->cmds))
+		return;
+	c->cmds[slot] = cmds;
+	c->cmds_ctx[slot] = ctx;
+}
+
+int ctl_new(struct loop *l, const char *path, ctl_status_fn status, void *status_ctx,
+	    struct ctl **ret)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ctl *c;
+	int fd, r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	r = mkdir_parent(path);
+	if (r < 0)
+		return r;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		free(c);
+		return r;
+	}
+	/* a stale socket of a previous instance: is anybody answering? */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(fd);
+		free(c);
+		return -EADDRINUSE;
+	}
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
+	    listen(fd, 16) < 0) {
+		r = -errno;
+		close(fd);
+		free(c);
+		return r;
+	}
+	c->loop = l;
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	c->status = status;
+	c->status_ctx = status_ctx;
+	c->ev = (struct ev) { .fd = fd, .fn = ctl_accept };
+	r = loop_add(l, &c->ev, EPOLLIN);
+	if (r < 0) {
+		close(fd);
+		unlink(path);
+		free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+void ctl_free(struct ctl *c)
+{
+	if (!c)
+		return;
+	while (c->clients)
+		client_free(c->clients);
+	loop_del(c->loop, &c->ev);
+	close(c->ev.fd);
+	unlink(c->path);
+	free(c);
 }

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The repld manager: one resource, one role, one epoll loop.
+ * The repld manager: one resource, one role, one event loop.
  *
- * Primary: owns (finds or creates) the repl device, consumes its ring, keeps
- * one connection and one cursor per peer, ships every record, publishes the
- * acknowledged sequence for sync peers and releases ring space once every
- * peer that needs a record has it durably.
- *
- * Secondary: listens, accepts the configured primary, applies its records
- * to the local device (apply.c) and acknowledges them.
+ * It owns the configuration, the loop (loop.c), the control socket
+ * (ctl.c) and the role: the primary (primary.c: owns -- finds or creates --
+ * the repl device, consumes its ring and ships every record to every peer)
+ * or the secondary (secondary.c: accepts the configured primary and writes
+ * its records).  It reloads the configuration on SIGHUP, drains on SIGTERM,
+ * talks to systemd, and switches roles on request (replctl primary /
+ * secondary) by ending the run so that the caller starts the other role.
  */
 #ifndef REPL_MANAGER_H
 #define REPL_MANAGER_H
@@ -18,7 +18,6 @@
 
 #include "config.h"
 #include "macro.h"
-
 
 struct manager;
 struct ring;
@@ -44,7 +43,7 @@ void manager_freep(struct manager **m);
 void manager_use_ring(struct manager *m, struct ring *r,
 		      const struct manager_kernel_ops *ops, void *ctx);
 
-/* Set up: device, ring or listening socket, control socket.  Logs. */
+/* Set up: the role (device, ring or listening socket), the control socket.  Logs. */
 int manager_start(struct manager *m);
 /* Run until SIGTERM/SIGINT (drain first) or a fatal error.  Logs. */
 int manager_run(struct manager *m);
@@ -61,7 +60,5 @@ struct config *manager_config(const struct manager *m);
 /* Before manager_start() of a secondary that was the primary until now:
  * its copy is the consistent one. */
 void manager_set_demoted(struct manager *m);
-/* Ask the loop to stop (from another thread: tests). */
-void manager_stop(struct manager *m);
 
 #endif

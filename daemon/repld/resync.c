@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * The primary's resync and verify engine.
+ * The primary's resync and verify passes (resync.h).
  *
  * A pass walks a set of regions (a copy of the target's dirty bitmap, or
  * every region for a full sync or a verify) in units of at most 1 MiB
@@ -23,13 +23,14 @@
  * send queue is at most a quarter full, and at most resync-rate-mb.  Every 64 MiB, and at the end
  * (done), a ResyncFlush makes the peer's copy durable; the regions below
  * the oldest unfinished unit are then cleared in the target, unless
- * another peer still needs a resync or something was marked since the
- * bitmap copy (then the next pass does them again).
+ * another peer still needs a resync (the owner says so) or something was
+ * marked since the bitmap copy (then the next pass does them again).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libaio.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -38,13 +39,18 @@
 
 #include <xxhash.h>
 
+#include "config.h"
 #include "log.h"
-#include "manager-internal.h"
+#include "loop.h"
+#include "macro.h"
+#include "peer.h"
+#include "resync.h"
 #include "ring.h"
 
 #define RS_INFLIGHT	32U			/* units being read or hashed */
 #define RS_FLUSH_BYTES	(64ULL << 20)		/* ResyncFlush every ... */
 #define RS_BLOCK_SECTORS 8U			/* 4 KiB hash blocks */
+#define RS_IO_DEPTH	(RS_INFLIGHT * CFG_MAX_PEERS)	/* every peer may resync at once */
 
 enum unit_state {
 	U_FREE = 0,
@@ -54,7 +60,10 @@ enum unit_state {
 	U_SENDING,		/* blocks queued: buffer busy until sent */
 };
 
+struct resync;
+
 struct rs_unit {
+	struct resync *rs;
 	enum unit_state state;
 	uint64_t sector;
 	uint32_t nr_sectors;
@@ -70,8 +79,23 @@ struct rs_unit {
 	struct iocb iocb;
 };
 
+struct resync_io {
+	struct loop *loop;
+	struct ev ev;			/* the eventfd of the completions */
+	int dev_fd;
+	io_context_t ctx;
+	bool ctx_ok;
+	void (*completed)(void *ctx);
+	void *completed_ctx;
+};
+
 struct resync {
+	struct resync_io *io;
+	struct ring *ring;
 	struct peer *p;
+	char resource[CONFIG_NAME_MAX + 1];
+	const char *why;		/* why a step failed */
+	bool again;			/* regions marked meanwhile: another pass */
 	enum rs_kind kind;
 	bool hashes;
 	uint8_t *bitmap;		/* the regions of this pass, LE bit order */
@@ -94,57 +118,86 @@ struct resync {
 	bool finished;
 };
 
-static struct rs_unit *unit_of_iocb(struct resync *rs, struct iocb *cb)
-{
-	unsigned int i;
-
-	for (i = 0; i < RS_INFLIGHT; i++)
-		if (&rs->u[i].iocb == cb)
-			return &rs->u[i];
-	return NULL;
-}
-
 /* ---- the reader ------------------------------------------------------------------ */
 
-int resync_open(struct manager *m)
+/* A read completed: mark its unit, whichever peer's pass it belongs to. */
+static void resync_complete(const struct io_event *ev)
 {
-	if (m->rs_ctx_ok)
-		return 0;
-	m->rs_dev_fd = open(m->cfg->device, O_RDONLY | O_DIRECT | O_CLOEXEC);
-	if (m->rs_dev_fd < 0)
-		return log_error_errno(-errno, "%s: open %s for resync reads", m->cfg->resource,
-				       m->cfg->device);
-	m->rs_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (m->rs_efd < 0)
-		return log_error_errno(-errno, "eventfd");
-	memset(&m->rs_ctx, 0, sizeof(m->rs_ctx));
-	/* every peer may resync at once */
-	if (io_setup(RS_INFLIGHT * CFG_MAX_PEERS, &m->rs_ctx) < 0)
-		return log_error_errno(-EIO, "%s: io_setup", m->cfg->resource);
-	m->ev_resync.kind = EV_RESYNC;
-	m->ev_resync.ptr = m;
-	if (ep_add(m, m->rs_efd, EPOLLIN, &m->ev_resync) < 0)
-		return log_error_errno(-EIO, "epoll add resync");
-	m->rs_ctx_ok = true;
-	return 0;
+	struct rs_unit *u = container_of(ev->obj, struct rs_unit, iocb);
+
+	u->read_done = true;
+	if ((long)ev->res != (long)u->nr_sectors << 9)
+		u->read_failed = true;
 }
 
-void resync_close(struct manager *m)
+/* libaio completions. */
+static void resync_io_event(struct ev *ev, uint32_t events)
 {
-	unsigned int i;
+	struct resync_io *io = container_of(ev, struct resync_io, ev);
+	struct io_event e[32];
+	uint64_t cnt;
+	unsigned int j;
+	int n;
 
-	for (i = 0; i < m->nr_peers; i++)
-		resync_stop(m->peers[i], NULL);
-	if (m->rs_ctx_ok) {
-		ep_del(m, m->rs_efd);
-		io_destroy(m->rs_ctx);
-		m->rs_ctx_ok = false;
+	if (read(ev->fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+		return;
+	while ((n = io_getevents(io->ctx, 0, 32, e, NULL)) > 0)
+		for (j = 0; j < (unsigned int)n; j++)
+			resync_complete(&e[j]);
+	io->completed(io->completed_ctx);
+}
+
+int resync_io_new(struct loop *l, const char *device, void (*completed)(void *ctx), void *ctx,
+		  struct resync_io **ret)
+{
+	struct resync_io *io = calloc(1, sizeof(*io));
+	int r;
+
+	if (!io)
+		return -ENOMEM;
+	io->loop = l;
+	io->completed = completed;
+	io->completed_ctx = ctx;
+	io->ev = (struct ev) { .fd = -1, .fn = resync_io_event };
+	io->dev_fd = open(device, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (io->dev_fd < 0) {
+		r = -errno;
+		goto fail;
 	}
-	if (m->rs_efd >= 0)
-		close(m->rs_efd);
-	if (m->rs_dev_fd >= 0)
-		close(m->rs_dev_fd);
-	m->rs_efd = m->rs_dev_fd = -1;
+	io->ev.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (io->ev.fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	memset(&io->ctx, 0, sizeof(io->ctx));
+	r = io_setup(RS_IO_DEPTH, &io->ctx);
+	if (r < 0)
+		goto fail;
+	io->ctx_ok = true;
+	r = loop_add(l, &io->ev, EPOLLIN);
+	if (r < 0)
+		goto fail;
+	*ret = io;
+	return 0;
+fail:
+	resync_io_free(io);
+	return r;
+}
+
+/* After every pass was freed (their reads are done). */
+void resync_io_free(struct resync_io *io)
+{
+	if (!io)
+		return;
+	if (io->ev.fd >= 0) {
+		loop_del(io->loop, &io->ev);
+		close(io->ev.fd);
+	}
+	if (io->ctx_ok)
+		io_destroy(io->ctx);
+	if (io->dev_fd >= 0)
+		close(io->dev_fd);
+	free(io);
 }
 
 /* ---- passes --------------------------------------------------------------------------- */
@@ -159,46 +212,43 @@ static const char *kind_name(enum rs_kind k)
 	return k == RS_FULL ? "full sync" : k == RS_VERIFY ? "verify" : "bitmap resync";
 }
 
-int resync_start(struct peer *p, enum rs_kind kind)
+int resync_new(struct resync_io *io, struct ring *ring, struct peer *p, const char *resource,
+	       enum rs_kind kind, bool checksums, struct resync **ret)
 {
-	struct manager *m = p->m;
 	struct dm_repl_dirty d;
+	struct ring_info ri;
 	struct resync *rs;
 	size_t bytes;
 	uint64_t r;
 	int err;
 
-	if (p->rs)
-		return -EBUSY;
-	err = resync_open(m);
+	err = ring_get_dirty(ring, NULL, 0, &d);
 	if (err < 0)
 		return err;
-	err = ring_get_dirty(m->ring, NULL, 0, &d);
-	if (err < 0)
-		return log_error_errno(err, "%s: the target's dirty bitmap", m->cfg->resource);
 	rs = calloc(1, sizeof(*rs));
 	bytes = (size_t)((d.nr_regions + 7) / 8);
 	if (!rs || !(rs->bitmap = calloc(bytes ? bytes : 1, 1))) {
 		free(rs);
 		return -ENOMEM;
 	}
+	rs->io = io;
+	rs->ring = ring;
 	rs->p = p;
+	snprintf(rs->resource, sizeof(rs->resource), "%s", resource);
 	rs->kind = kind;
-	rs->hashes = kind == RS_VERIFY || m->cfg->resync_checksums;
+	rs->hashes = kind == RS_VERIFY || checksums;
 	rs->nr_regions = d.nr_regions;
 	rs->region_sectors = d.region_bytes >> 9;
-	{
-		struct ring_info ri;
-
-		ring_get_info(m->ring, &ri);
-		rs->dev_sectors = ri.dev_sectors;
-	}
+	ring_get_info(ring, &ri);
+	rs->dev_sectors = ri.dev_sectors;
+	for (unsigned int i = 0; i < RS_INFLIGHT; i++)
+		rs->u[i].rs = rs;
 	if (kind == RS_BITMAP) {
-		err = ring_get_dirty(m->ring, rs->bitmap, bytes, &d);
+		err = ring_get_dirty(ring, rs->bitmap, bytes, &d);
 		if (err < 0) {
 			free(rs->bitmap);
 			free(rs);
-			return log_error_errno(err, "%s: the target's dirty bitmap", m->cfg->resource);
+			return err;
 		}
 	} else {
 		memset(rs->bitmap, 0xff, bytes);
@@ -213,40 +263,21 @@ int resync_start(struct peer *p, enum rs_kind kind)
 			rs->total_bytes += n << 9;
 		}
 	}
-	rs->started_ms = now_ms();
+	rs->started_ms = loop_now_ms();
 	rs->next_id = 1;
-	p->rs = rs;
-	p->rs_again = false;
 	if (kind != RS_VERIFY) {
 		uint8_t buf[64];
 		ssize_t k = wire_encode_resync_begin(buf, sizeof(buf), 0, kind == RS_FULL);
 
 		if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0) {
-			resync_stop(p, "cannot queue ResyncBegin");
+			resync_free(rs, "cannot queue ResyncBegin");
 			return -ENOBUFS;
 		}
 	}
-	log_info("%s: peer %s: %s of %" PRIu64 " MiB starts%s", m->cfg->resource, p->cfg.name,
+	log_info("%s: peer %s: %s of %" PRIu64 " MiB starts%s", rs->resource, p->cfg.name,
 		 kind_name(kind), rs->total_bytes >> 20, rs->hashes ? " (hashes first)" : "");
+	*ret = rs;
 	return 0;
-}
-
-/* A read completed: mark its unit, whichever peer's pass it belongs to. */
-static void resync_complete(struct manager *m, const struct io_event *ev)
-{
-	unsigned int i;
-
-	for (i = 0; i < m->nr_peers; i++) {
-		struct resync *rs = m->peers[i]->rs;
-		struct rs_unit *u = rs ? unit_of_iocb(rs, ev->obj) : NULL;
-
-		if (!u)
-			continue;
-		u->read_done = true;
-		if ((long)ev->res != (long)u->nr_sectors << 9)
-			u->read_failed = true;
-		return;
-	}
 }
 
 static unsigned int reads_in_flight(const struct resync *rs)
@@ -260,33 +291,30 @@ static unsigned int reads_in_flight(const struct resync *rs)
 }
 
 /* Wait for every read in flight (their buffers go), then forget the pass. */
-void resync_stop(struct peer *p, const char *why)
+void resync_free(struct resync *rs, const char *why)
 {
-	struct manager *m = p->m;
-	struct resync *rs = p->rs;
 	struct io_event ev[RS_INFLIGHT];
 	unsigned int i;
 
 	if (!rs)
 		return;
 	while (reads_in_flight(rs)) {
-		int n = io_getevents(m->rs_ctx, 1, RS_INFLIGHT, ev, NULL);
+		int n = io_getevents(rs->io->ctx, 1, RS_INFLIGHT, ev, NULL);
 
 		if (n < 0 && n != -EINTR)
 			break;
 		/* other peers' completions too: they are marked, not lost */
 		for (i = 0; n > 0 && i < (unsigned int)n; i++)
-			resync_complete(m, &ev[i]);
+			resync_complete(&ev[i]);
 	}
 	if (why)
 		log_warning("%s: peer %s: %s interrupted (%s); it starts again later",
-			    m->cfg->resource, p->cfg.name, kind_name(rs->kind), why);
+			    rs->resource, rs->p->cfg.name, kind_name(rs->kind), why);
 	for (i = 0; i < RS_INFLIGHT; i++)
 		free(rs->u[i].buf);
 	free(rs->retry);
 	free(rs->bitmap);
 	free(rs);
-	p->rs = NULL;
 }
 
 /* Next unit: retries first, then the iterator over the pass's regions. */
@@ -354,28 +382,13 @@ static uint64_t clear_watermark(const struct resync *rs)
 	return w;
 }
 
-/* Another peer still needs these regions: keep them dirty. */
-static bool others_need_resync(const struct peer *p)
+/* Clear the regions below upto in the target, unless another peer needs them. */
+static void clear_regions(struct resync *rs, uint64_t upto, bool may_clear)
 {
-	struct manager *m = p->m;
-	unsigned int i;
-
-	for (i = 0; i < m->nr_peers; i++) {
-		const struct peer *q = m->peers[i];
-
-		if (q != p && !q->removed && q->inconsistent)
-			return true;
-	}
-	return false;
-}
-
-static void clear_regions(struct resync *rs, uint64_t upto)
-{
-	struct manager *m = rs->p->m;
 	uint64_t r = rs->cleared_upto, start;
 	int err;
 
-	if (rs->kind == RS_VERIFY || others_need_resync(rs->p)) {
+	if (rs->kind == RS_VERIFY || !may_clear) {
 		rs->cleared_upto = upto;
 		return;
 	}
@@ -387,23 +400,23 @@ static void clear_regions(struct resync *rs, uint64_t upto)
 			r++;
 		if (r == start)
 			break;
-		err = ring_clear_dirty(m->ring, start, r - start, rs->gen);
+		err = ring_clear_dirty(rs->ring, start, r - start, rs->gen);
 		if (err == -EAGAIN) {
 			/* marked meanwhile: those stay; another pass follows */
-			rs->p->rs_again = true;
+			rs->again = true;
 			break;
 		}
 		if (err < 0) {
 			log_error_errno(err, "%s: clearing regions %" PRIu64 "..%" PRIu64,
-					m->cfg->resource, start, r - 1);
-			rs->p->rs_again = true;
+					rs->resource, start, r - 1);
+			rs->again = true;
 			break;
 		}
 	}
 	rs->cleared_upto = upto;
 }
 
-static int queue_flush(struct resync *rs, bool done)
+static int queue_flush(struct resync *rs, bool done, uint64_t gen)
 {
 	uint8_t buf[64];
 	ssize_t k;
@@ -412,73 +425,53 @@ static int queue_flush(struct resync *rs, bool done)
 	rs->flush_clear_upto = clear_watermark(rs);
 	rs->flush_done = done;
 	rs->since_flush = 0;
-	k = wire_encode_resync_flush(buf, sizeof(buf), rs->flush_id, done,
-				     rs->p->m->gens.current);
+	k = wire_encode_resync_flush(buf, sizeof(buf), rs->flush_id, done, gen);
 	if (k < 0 || peer_queue_frame(rs->p, buf, (size_t)k) < 0) {
 		rs->flush_id = 0;
+		rs->why = "cannot queue ResyncFlush";
 		return -ENOBUFS;
 	}
 	return 0;
 }
 
-/* The peer made everything up to flush id durable. */
-void resync_flushed(struct peer *p, uint64_t id)
+int resync_flushed(struct resync *rs, uint64_t id, bool may_clear)
 {
-	struct resync *rs = p->rs;
-	struct manager *m = p->m;
-
-	if (!rs || id != rs->flush_id) {
-		if (id == JOIN_FLUSH_ID) {	/* maybe answered twice */
-			p->join_pending = false;
-			log_info("%s: peer %s: UpToDate in generation %016" PRIx64, m->cfg->resource,
-				 p->cfg.name, m->gens.current);
-			return;
-		}
-		peer_close(p, "unexpected ResyncFlushed");
-		return;
-	}
+	if (!rs->flush_id || id != rs->flush_id)
+		return -EPROTO;
 	rs->flush_id = 0;
-	clear_regions(rs, rs->flush_clear_upto);
+	clear_regions(rs, rs->flush_clear_upto, may_clear);
 	if (!rs->flush_done)
-		return;
+		return 0;
 	log_info("%s: peer %s: %s done: %" PRIu64 " MiB in %.1f s, %" PRIu64 " KiB sent as resync blocks",
-		 m->cfg->resource, p->cfg.name, kind_name(rs->kind), rs->total_bytes >> 20,
-		 (double)(now_ms() - rs->started_ms) / 1000.0, rs->sent_bytes >> 10);
-	p->inconsistent = false;
-	p->need_full = false;
-	p->resyncs_done++;
-	p->last_resync_bytes = rs->sent_bytes;
-	resync_stop(p, NULL);
+		 rs->resource, rs->p->cfg.name, kind_name(rs->kind), rs->total_bytes >> 20,
+		 (double)(loop_now_ms() - rs->started_ms) / 1000.0, rs->sent_bytes >> 10);
+	return RESYNC_DONE;
 }
 
-/* The peer's hashes for unit id. */
-void resync_hash_reply(struct peer *p, const Dmrepl__V1__HashReply *h)
+int resync_hash_reply(struct resync *rs, const Dmrepl__V1__HashReply *h, const char **why)
 {
-	struct resync *rs = p->rs;
 	unsigned int i;
 
-	for (i = 0; rs && i < RS_INFLIGHT; i++) {
+	for (i = 0; i < RS_INFLIGHT; i++) {
 		struct rs_unit *u = &rs->u[i];
 
 		if (u->state == U_FREE || u->id != h->id || u->hash_done)
 			continue;
 		if (h->n_hash != u->nr_sectors / RS_BLOCK_SECTORS) {
-			peer_close(p, "HashReply of the wrong size");
-			return;
+			*why = "HashReply of the wrong size";
+			return -EPROTO;
 		}
 		memcpy(u->peer_hash, h->hash, h->n_hash * sizeof(uint64_t));
 		u->nr_hashes = (uint32_t)h->n_hash;
 		u->hash_done = true;
-		resync_pump(p->m);
-		return;
+		return 0;
 	}
-	peer_close(p, "unexpected HashReply");
+	*why = "unexpected HashReply";
+	return -EPROTO;
 }
 
-/* A record overlapping [sector, +nr) is being queued to the peer. */
-void resync_taint(struct peer *p, uint64_t sector, uint32_t nr)
+void resync_taint(struct resync *rs, uint64_t sector, uint32_t nr)
 {
-	struct resync *rs = p->rs;
 	unsigned int i;
 
 	for (i = 0; i < RS_INFLIGHT; i++) {
@@ -498,10 +491,11 @@ static int queue_blocks(struct resync *rs, struct rs_unit *u)
 	bool all = !rs->hashes || u->nr_sectors % RS_BLOCK_SECTORS;
 
 	while (i < (all ? 1 : nblk)) {
+		uint8_t hdr[PEER_HDR];
 		uint64_t s;
 		uint32_t n;
-		struct sendq_entry *e;
 		ssize_t k;
+		int r;
 
 		if (all) {
 			s = u->sector;
@@ -521,41 +515,37 @@ static int queue_blocks(struct resync *rs, struct rs_unit *u)
 			n = (j - i) * RS_BLOCK_SECTORS;
 			i = j;
 		}
-		if (p->sq_tail - p->sq_head >= SENDQ_LEN)
-			return -ENOBUFS;	/* cannot happen: room is checked first */
-		e = &p->sq[p->sq_tail % SENDQ_LEN];
-		k = wire_encode_resync_data(e->hdr, SENDQ_HDR, s, n);
+		k = wire_encode_resync_data(hdr, sizeof(hdr), s, n);
 		if (k < 0)
 			return (int)k;
-		e->hdr_len = (uint32_t)k;
-		e->payload = (const uint8_t *)u->buf + ((s - u->sector) << 9);
-		e->payload_len = n << 9;
-		e->seq = UINT64_MAX;
-		e->splice = false;	/* u->buf is reused: copy it */
-		p->sq_tail++;
+		/* u->buf is reused: copied into the socket, never spliced */
+		r = peer_queue_payload(p, hdr, (size_t)k,
+				       (const uint8_t *)u->buf + ((s - u->sector) << 9), n << 9,
+				       UINT64_MAX, false);
+		if (r < 0)
+			return r;	/* cannot happen: room is checked first */
 		rs->sent_bytes += (uint64_t)n << 9;
 	}
-	u->sq_mark = p->sq_tail;
+	u->sq_mark = peer_queue_mark(p);
 	return 0;
 }
 
 /* A unit whose read and hashes are in: decide. */
-static void unit_finish(struct resync *rs, struct rs_unit *u)
+static int unit_finish(struct resync *rs, struct rs_unit *u)
 {
-	struct manager *m = rs->p->m;
 	uint32_t i;
 
 	if (u->read_failed) {
-		resync_stop(rs->p, "read error on the local device");
-		return;
+		rs->why = "read error on the local device";
+		return -EIO;
 	}
 	if (u->tainted) {
 		if (retry_unit(rs, u->sector) < 0) {
-			resync_stop(rs->p, "out of memory");
-			return;
+			rs->why = "out of memory";
+			return -ENOMEM;
 		}
 		u->state = U_FREE;
-		return;
+		return 0;
 	}
 	if (rs->kind == RS_VERIFY) {
 		bool differ = false;
@@ -568,34 +558,35 @@ static void unit_finish(struct resync *rs, struct rs_unit *u)
 
 			rs->mismatched_regions++;
 			rs->differ_bytes += (uint64_t)u->nr_sectors << 9;
-			if (ring_mark_dirty(m->ring, r, 1) < 0)
+			if (ring_mark_dirty(rs->ring, r, 1) < 0)
 				log_warning("%s: cannot mark region %" PRIu64 " dirty",
-					    m->cfg->resource, r);
+					    rs->resource, r);
 			log_notice("%s: peer %s: verify: sectors %" PRIu64 "+%" PRIu32 " differ",
-				   m->cfg->resource, rs->p->cfg.name, u->sector, u->nr_sectors);
+				   rs->resource, rs->p->cfg.name, u->sector, u->nr_sectors);
 		}
 		rs->done_bytes += (uint64_t)u->nr_sectors << 9;
 		u->state = U_FREE;
-		return;
+		return 0;
 	}
 	if (queue_blocks(rs, u) < 0) {
-		resync_stop(rs->p, "cannot queue resync blocks");
-		return;
+		rs->why = "cannot queue resync blocks";
+		return -ENOBUFS;
 	}
 	rs->done_bytes += (uint64_t)u->nr_sectors << 9;
 	rs->since_flush += (uint64_t)u->nr_sectors << 9;
 	u->state = U_SENDING;
+	return 0;
 }
 
 static void unit_start_read(struct resync *rs, struct rs_unit *u)
 {
-	struct manager *m = rs->p->m;
+	struct resync_io *io = rs->io;
 	struct iocb *cb = &u->iocb;
 
-	io_prep_pread(cb, m->rs_dev_fd, u->buf, (size_t)u->nr_sectors << 9,
+	io_prep_pread(cb, io->dev_fd, u->buf, (size_t)u->nr_sectors << 9,
 		      (long long)(u->sector << 9));
-	io_set_eventfd(cb, m->rs_efd);
-	if (io_submit(m->rs_ctx, 1, &cb) != 1) {
+	io_set_eventfd(cb, io->ev.fd);
+	if (io_submit(io->ctx, 1, &cb) != 1) {
 		u->read_failed = true;
 		u->read_done = true;
 		return;
@@ -603,16 +594,15 @@ static void unit_start_read(struct resync *rs, struct rs_unit *u)
 	u->state = U_READING;
 }
 
-/* Drive one peer's pass as far as it goes now. */
-static void resync_peer_pump(struct resync *rs)
+int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, uint64_t gen)
 {
 	struct peer *p = rs->p;
-	struct manager *m = p->m;
-	uint64_t local = ring_local_seq(m->ring), now;
+	uint64_t local = ring_local_seq(rs->ring), now;
 	unsigned int i;
 	bool busy = false;
+	int r;
 
-	for (i = 0; i < RS_INFLIGHT && p->rs == rs; i++) {
+	for (i = 0; i < RS_INFLIGHT; i++) {
 		struct rs_unit *u = &rs->u[i];
 
 		switch (u->state) {
@@ -622,29 +612,30 @@ static void resync_peer_pump(struct resync *rs)
 			break;
 		case U_READING:
 		case U_WAIT_HASH:
-			if (u->read_done && (!rs->hashes || u->hash_done))
-				unit_finish(rs, u);
-			else if (u->read_done)
+			if (u->read_done && (!rs->hashes || u->hash_done)) {
+				r = unit_finish(rs, u);
+				if (r < 0)
+					return r;
+			} else if (u->read_done) {
 				u->state = U_WAIT_HASH;
+			}
 			break;
 		case U_SENDING:
-			if (p->sq_head >= u->sq_mark)
+			if (peer_sent_upto(p) >= u->sq_mark)
 				u->state = U_FREE;
 			break;
 		case U_FREE:
 			break;
 		}
-		if (p->rs == rs && u->state != U_FREE)
+		if (u->state != U_FREE)
 			busy = true;
 	}
-	if (p->rs != rs)
-		return;
 
 	/*
 	 * New units: records go first (a unit starts only while the send
 	 * queue is at most a quarter full), and at most resync-rate-mb.
 	 */
-	now = now_ms();
+	now = loop_now_ms();
 	if (now - rs->window_ms >= 100) {
 		rs->window_ms = now;
 		rs->window_bytes = 0;
@@ -658,14 +649,14 @@ static void resync_peer_pump(struct resync *rs)
 
 		if (u->state != U_FREE)
 			continue;
-		if (p->sq_tail - p->sq_head > SENDQ_LEN / 4)
+		if (peer_queued(p) > PEER_QUEUE_LEN / 4)
 			break;
-		if (m->cfg->resync_rate_mb &&
-		    rs->window_bytes >= (uint64_t)m->cfg->resync_rate_mb * 1048576 / 10)
+		if (rate_mb && rs->window_bytes >= (uint64_t)rate_mb * 1048576 / 10)
 			break;
 		if (rs->since_flush >= RS_FLUSH_BYTES) {
-			if (queue_flush(rs, false) < 0)
-				resync_stop(p, "cannot queue ResyncFlush");
+			r = queue_flush(rs, false, gen);
+			if (r < 0)
+				return r;
 			break;
 		}
 		if (!next_unit(rs, &sector, &nr))
@@ -675,21 +666,21 @@ static void resync_peer_pump(struct resync *rs)
 					      rs->region_sectors << 9 < WIRE_MAX_PAYLOAD ?
 					      rs->region_sectors << 9 : WIRE_MAX_PAYLOAD)) {
 			u->buf = NULL;
-			resync_stop(p, "out of memory");
-			return;
+			rs->why = "out of memory";
+			return -ENOMEM;
 		}
 		u->sector = sector;
 		u->nr_sectors = nr;
 		rs->window_bytes += (uint64_t)nr << 9;
-		u->L = p->cursor;
+		u->L = stream_pos;
 		u->tainted = u->read_done = u->hash_done = u->read_failed = false;
 		u->id = rs->next_id++;
 		if (rs->hashes && nr % RS_BLOCK_SECTORS == 0) {
 			k = wire_encode_hash_request(buf, sizeof(buf), u->id, sector, nr,
 						     RS_BLOCK_SECTORS);
 			if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0) {
-				resync_stop(p, "cannot queue a HashRequest");
-				return;
+				rs->why = "cannot queue a HashRequest";
+				return -ENOBUFS;
 			}
 		} else {
 			u->hash_done = true;	/* a partial block: send it whole */
@@ -699,84 +690,56 @@ static void resync_peer_pump(struct resync *rs)
 		if (local >= u->L)
 			unit_start_read(rs, u);
 	}
-	if (p->rs != rs)
-		return;
 	/* the end: every unit done and sent, nothing to retry */
 	if (!busy && !rs->flush_id && !rs->nr_retry && rs->next_sector >= rs->dev_sectors &&
 	    !rs->finished) {
 		if (rs->kind == RS_VERIFY) {
 			log_info("%s: peer %s: verify done: %" PRIu64 " MiB compared, %" PRIu64
-				 " regions differ%s", m->cfg->resource, p->cfg.name,
+				 " regions differ%s", rs->resource, p->cfg.name,
 				 rs->total_bytes >> 20, rs->mismatched_regions,
 				 rs->mismatched_regions ? " (marked for resync)" : "");
-			p->last_verify_mismatches = rs->mismatched_regions;
-			p->verifies_done++;
-			if (rs->mismatched_regions) {
-				p->inconsistent = true;
-				p->rs_again = true;
-			}
-			resync_stop(p, NULL);
-			return;
+			return RESYNC_VERIFIED;
 		}
 		rs->finished = true;
-		if (queue_flush(rs, true) < 0)
-			resync_stop(p, "cannot queue ResyncFlush");
+		r = queue_flush(rs, true, gen);
+		if (r < 0)
+			return r;
 	}
+	return 0;
 }
 
-/* Start what should run, drive what runs. */
-void resync_pump(struct manager *m)
+enum rs_kind resync_kind(const struct resync *rs)
 {
-	unsigned int i;
-
-	for (i = 0; i < m->nr_peers; i++) {
-		struct peer *p = m->peers[i];
-
-		if (p->conn != PEER_UP) {
-			if (p->rs)
-				resync_stop(p, "connection lost");
-			continue;
-		}
-		if (!p->peer_bitmap_done)
-			continue;	/* its own regions come first */
-		if (!p->rs && p->inconsistent && !p->join_pending &&
-		    ring_can_resync(m->ring))
-			resync_start(p, p->need_full ? RS_FULL : RS_BITMAP);
-		else if (!p->rs && p->rs_again)
-			resync_start(p, RS_BITMAP);
-		if (p->rs) {
-			resync_peer_pump(p->rs);
-			peer_flush(p);
-		}
-	}
+	return rs->kind;
 }
 
-/* libaio completions. */
-void resync_event(struct manager *m)
+const char *resync_why(const struct resync *rs)
 {
-	struct io_event ev[32];
-	uint64_t cnt;
-	unsigned int j;
-	int n;
-
-	if (read(m->rs_efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
-		return;
-	while ((n = io_getevents(m->rs_ctx, 0, 32, ev, NULL)) > 0)
-		for (j = 0; j < (unsigned int)n; j++)
-			resync_complete(m, &ev[j]);
-	resync_pump(m);
+	return rs->why ? rs->why : "failed";
 }
 
-void resync_status(const struct peer *p, struct json_object *o)
+bool resync_again(const struct resync *rs)
 {
-	const struct resync *rs = p->rs;
+	return rs->again;
+}
+
+uint64_t resync_sent_bytes(const struct resync *rs)
+{
+	return rs->sent_bytes;
+}
+
+uint64_t resync_mismatches(const struct resync *rs)
+{
+	return rs->mismatched_regions;
+}
+
+void resync_status(const struct resync *rs, struct json_object *o)
+{
 	struct json_object *r;
 	uint64_t el, rate;
 
-	if (!rs)
-		return;
 	r = json_object_new_object();
-	el = now_ms() - rs->started_ms;
+	el = loop_now_ms() - rs->started_ms;
 	rate = el ? rs->done_bytes * 1000 / el : 0;
 	json_object_object_add(r, "kind", json_object_new_string(
 		rs->kind == RS_FULL ? "full" : rs->kind == RS_VERIFY ? "verify" : "bitmap"));

@@ -13,13 +13,13 @@
  * One primary at a time; a new connection from the configured primary
  * replaces a stale one (a primary that lost power sends no FIN).  The
  * resume point (stream id + every record below it durable) is kept in
- * <state-dir>/<resource>.state, written atomically when it advances.
+ * <state-dir>/<resource>.state (state.c), written atomically when it
+ * advances.  Resync requests wait in resync-target.c for their turn.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,23 +30,31 @@
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
-#include <xxhash.h>
 
 #include "apply.h"
+#include "ctl.h"
 #include "dmdev.h"
+#include "genstore.h"
+#include "gens.h"
 #include "log.h"
-#include "manager-internal.h"
+#include "loop.h"
 #include "metadata.h"
+#include "resync-target.h"
+#include "role.h"
 #include "rsnap.h"
+#include "sock.h"
+#include "state.h"
+#include "wire.h"
 
 #define CONN_OUT	(64 * 1024)
 #define XL_MAX		65536U	/* segments of the sequence translation */
-#define RS_QUEUE	1024U	/* resync requests waiting for writes */
+#define SEC_MAX_LISTEN	8
+
+struct secondary;
 
 struct conn {
-	struct manager *m;
-	struct ev ev;
-	int fd;
+	struct secondary *s;
+	struct ev ev;			/* ev.fd: the socket */
 	bool up;			/* handshake done */
 	bool paused;			/* not reading: the engine is out of buffers */
 	bool want_out;
@@ -72,73 +80,6 @@ struct conn {
  */
 #define CONN_ISSUE_BYTES	(256U << 10)
 
-/* ---- resume state -------------------------------------------------------- */
-
-static int state_path(struct manager *m, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%s/%s.state", m->cfg->state_dir, m->cfg->resource);
-
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-static void state_load(struct manager *m)
-{
-	char path[PATH_MAX];
-	unsigned long long id, durable;
-	int consistent = 1, n;
-	FILE *f;
-
-	m->consistent = false;	/* never held a full copy */
-	if (state_path(m, path, sizeof(path)) < 0)
-		return;
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	int discard = 0;
-
-	n = fscanf(f, "stream %llx durable %llu consistent %d discard %d", &id, &durable,
-		   &consistent, &discard);
-	if (n >= 2) {
-		m->stream_id = id;
-		m->state_durable = durable;
-		m->consistent = consistent == 1;
-		m->discard_my_data = discard == 1;
-	} else {
-		log_warning("%s: %s unreadable: starting without a resume point", m->cfg->resource,
-			    path);
-	}
-	fclose(f);
-}
-
-static int state_save(struct manager *m, uint64_t durable)
-{
-	char path[PATH_MAX], tmp[PATH_MAX + 8];
-	FILE *f;
-	int r = 0;
-
-	if (state_path(m, path, sizeof(path)) < 0)
-		return -ENAMETOOLONG;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
-	fprintf(f, "stream %016" PRIx64 " durable %" PRIu64 " consistent %d discard %d\n",
-		m->stream_id, durable, m->consistent ? 1 : 0, m->discard_my_data ? 1 : 0);
-	if (fflush(f) || fdatasync(fileno(f)))
-		r = -errno;
-	if (fclose(f) && !r)
-		r = -errno;
-	if (!r && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlink(tmp);
-		return r;
-	}
-	m->state_durable = durable;
-	m->last_state_write_ms = now_ms();
-	return 0;
-}
-
 /* ---- engine sequence <-> stream sequence --------------------------------------- */
 
 struct xl_seg {
@@ -156,19 +97,79 @@ struct sec_xlate {
 	struct xl_seg seg[XL_MAX];
 };
 
-struct rs_req {
-	bool flush;			/* ResyncFlush, else HashRequest */
-	bool done;
-	uint64_t id, sector, gen;
-	uint32_t nr_sectors, block_sectors;
-	uint64_t lpos;			/* engine sequences below this first */
+/* A listening socket. */
+struct sec_listen {
+	struct ev ev;
+	struct secondary *s;
 };
 
-struct sec_rs {
-	unsigned int head, len;
-	void *buf;			/* WIRE_MAX_PAYLOAD, aligned for O_DIRECT */
-	struct rs_req q[RS_QUEUE];
+struct secondary {
+	struct role role;
+	struct role_env *env;
+	char resource[CONFIG_NAME_MAX + 1];
+	int dev_fd;
+	uint64_t dev_sectors;
+	unsigned int nr_listen;
+	struct sec_listen listen[SEC_MAX_LISTEN];
+	struct conn *conn;		/* the primary, when connected */
+	struct apply *apply;
+	struct ev ev_apply;
+	struct genstore gs;
+	struct gens gens;
+	uint64_t stream_id;		/* of the records applied */
+	uint64_t state_durable;		/* persisted resume point */
+	uint64_t last_state_write_ms;
+	char primary_node[CONFIG_NAME_MAX + 1];
+	uint64_t primary_connects;
+	bool consistent;		/* persisted: no resync pending */
+	bool discard_my_data;		/* persisted: give up this copy's changes */
+	struct sec_xlate *xl;		/* engine sequence -> stream sequence */
+	struct resync_target *rt;	/* resync requests waiting for writes */
+	uint64_t rs_blocks, rs_bytes, hash_requests;
 };
+
+/* ---- resume state -------------------------------------------------------- */
+
+/* Save the resume point (durable) with the flags as they are now. */
+static int sec_state_save(struct secondary *s, uint64_t durable)
+{
+	struct state st = {
+		.stream_id = s->stream_id,
+		.durable = durable,
+		.consistent = s->consistent,
+		.discard_my_data = s->discard_my_data,
+	};
+	const struct config *c = s->env->cfg;
+	int r = state_save(c->state_dir, s->resource, &st);
+
+	if (r < 0)
+		return r;
+	s->state_durable = durable;
+	s->last_state_write_ms = loop_now_ms();
+	return 0;
+}
+
+static void sec_state_load(struct secondary *s)
+{
+	const struct config *c = s->env->cfg;
+	char path[PATH_MAX];
+	struct state st;
+	int r;
+
+	s->consistent = false;	/* never held a full copy */
+	r = state_load(c->state_dir, s->resource, &st);
+	if (r == -EBADMSG) {
+		state_path(c->state_dir, s->resource, path, sizeof(path));
+		log_warning("%s: %s unreadable: starting without a resume point", s->resource,
+			    path);
+	}
+	if (r < 0)
+		return;
+	s->stream_id = st.stream_id;
+	s->state_durable = st.durable;
+	s->consistent = st.consistent;
+	s->discard_my_data = st.discard_my_data;
+}
 
 /* Stream progress for "every engine sequence below l is done". */
 static uint64_t xl_wire(const struct sec_xlate *x, uint64_t l)
@@ -218,12 +219,12 @@ static void xl_trim(struct sec_xlate *x, uint64_t l)
 }
 
 /* The engine's progress in the primary's stream sequence. */
-static void sec_progress(struct manager *m, struct apply_progress *p)
+static void sec_progress(struct secondary *s, struct apply_progress *p)
 {
 	struct apply_progress e;
-	struct sec_xlate *x = m->xl;
+	struct sec_xlate *x = s->xl;
 
-	apply_progress(m->apply, &e);
+	apply_progress(s->apply, &e);
 	if (!x->started) {
 		p->received = p->written = p->durable = x->wbase;
 		return;
@@ -244,26 +245,25 @@ static void conn_arm(struct conn *c)
 		ev |= EPOLLIN;
 	if (c->want_out)
 		ev |= EPOLLOUT;
-	ep_mod(c->m, c->fd, ev, &c->ev);
+	loop_mod(c->s->env->loop, &c->ev, ev);
 }
 
-static void conn_close(struct manager *m, const char *why)
+static void conn_close(struct secondary *s, const char *why)
 {
-	struct conn *c = m->conn;
+	struct conn *c = s->conn;
 
 	if (!c)
 		return;
 	if (why)
-		log_warning("%s: primary %s (%s): connection closed: %s", m->cfg->resource,
+		log_warning("%s: primary %s (%s): connection closed: %s", s->resource,
 			    c->node[0] ? c->node : "?", c->addr, why);
-	ep_del(m, c->fd);
-	ep_forget(m, &c->ev);
-	close(c->fd);
+	loop_del(s->env->loop, &c->ev);
+	close(c->ev.fd);
 	wire_reader_free(&c->rd);
-	if (c->pending && m->apply)
-		apply_buf_put(m->apply, c->pending);
+	if (c->pending && s->apply)
+		apply_buf_put(s->apply, c->pending);
 	free(c);
-	m->conn = NULL;
+	s->conn = NULL;
 }
 
 static void conn_flush(struct conn *c)
@@ -271,7 +271,7 @@ static void conn_flush(struct conn *c)
 	ssize_t n;
 
 	while (c->out_off < c->out_len) {
-		n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+		n = write(c->ev.fd, c->out + c->out_off, c->out_len - c->out_off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -282,15 +282,15 @@ static void conn_flush(struct conn *c)
 				}
 				return;
 			}
-			conn_close(c->m, strerror(errno));
+			conn_close(c->s, strerror(errno));
 			return;
 		}
 		c->out_off += (size_t)n;
-		c->last_tx_ms = now_ms();
+		c->last_tx_ms = loop_now_ms();
 	}
 	c->out_off = c->out_len = 0;
 	if (c->closing) {
-		conn_close(c->m, NULL);
+		conn_close(c->s, NULL);
 		return;
 	}
 	if (c->want_out) {
@@ -315,7 +315,7 @@ static void conn_send_error(struct conn *c, Dmrepl__V1__Error__Code code, const 
 	uint8_t *b = conn_out_space(c, 512);
 	ssize_t n;
 
-	log_warning("%s: refusing primary %s (%s): %s", c->m->cfg->resource,
+	log_warning("%s: refusing primary %s (%s): %s", c->s->resource,
 		    c->node[0] ? c->node : "?", c->addr, reason);
 	if (b) {
 		n = wire_encode_error(b, 512, code, reason);
@@ -333,37 +333,37 @@ static void conn_send_error(struct conn *c, Dmrepl__V1__Error__Code code, const 
  * acknowledge only what is also in the state file: a restart must be able
  * to resume from there.
  */
-static void secondary_persist(struct manager *m, bool force)
+static void secondary_persist(struct secondary *s, bool force)
 {
 	struct apply_progress p;
 	int r;
 
-	if (!m->apply)
+	if (!s->apply)
 		return;
-	sec_progress(m, &p);
-	if (p.durable <= m->state_durable)
+	sec_progress(s, &p);
+	if (p.durable <= s->state_durable)
 		return;
-	if (!force && now_ms() - m->last_state_write_ms < 100)
+	if (!force && loop_now_ms() - s->last_state_write_ms < 100)
 		return;
-	r = state_save(m, p.durable);
+	r = sec_state_save(s, p.durable);
 	if (r < 0)
-		log_error_errno(r, "%s: saving the resume point", m->cfg->resource);
+		log_error_errno(r, "%s: saving the resume point", s->resource);
 }
 
 /* Acknowledge progress the primary has not heard of yet. */
-static void conn_send_ack(struct manager *m)
+static void conn_send_ack(struct secondary *s)
 {
-	struct conn *c = m->conn;
+	struct conn *c = s->conn;
 	struct apply_progress p;
 	uint8_t *b;
 	ssize_t n;
 
-	if (!c || !c->up || !m->apply || c->closing)
+	if (!c || !c->up || !s->apply || c->closing)
 		return;
-	secondary_persist(m, false);
-	sec_progress(m, &p);
-	if (p.durable > m->state_durable)
-		p.durable = m->state_durable;
+	secondary_persist(s, false);
+	sec_progress(s, &p);
+	if (p.durable > s->state_durable)
+		p.durable = s->state_durable;
 	if (p.received == c->acked.received && p.written == c->acked.written &&
 	    p.durable == c->acked.durable)
 		return;
@@ -380,62 +380,65 @@ static void conn_send_ack(struct manager *m)
 
 /* ---- the engine ----------------------------------------------------------------- */
 
-static int secondary_engine_stop(struct manager *m)
+static void secondary_apply_event(struct ev *ev, uint32_t events);
+
+static int secondary_engine_stop(struct secondary *s)
 {
 	struct apply_progress p;
 	int r = 0;
 
-	if (!m->apply)
+	if (!s->apply)
 		return 0;
-	r = apply_drain(m->apply, (int)m->cfg->drain_timeout_ms);
-	sec_progress(m, &p);
+	r = apply_drain(s->apply, (int)s->env->cfg->drain_timeout_ms);
+	sec_progress(s, &p);
 	if (r < 0)
-		log_error_errno(r, "%s: writing the last records", m->cfg->resource);
-	else if (p.durable != m->state_durable)
-		state_save(m, p.durable);
-	ep_del(m, apply_fd(m->apply));
-	apply_free(m->apply);
-	m->apply = NULL;
-	if (m->rs)
-		m->rs->len = 0;		/* their connection is gone */
+		log_error_errno(r, "%s: writing the last records", s->resource);
+	else if (p.durable != s->state_durable)
+		sec_state_save(s, p.durable);
+	loop_del(s->env->loop, &s->ev_apply);
+	apply_free(s->apply);
+	s->apply = NULL;
+	if (s->rt)
+		resync_target_clear(s->rt);	/* their connection is gone */
 	return r;
 }
 
-/* A write engine on m->dev_fd whose next record is engine sequence seq. */
-static int engine_new(struct manager *m, uint64_t seq)
+/* A write engine on s->dev_fd whose next record is engine sequence seq. */
+static int engine_new(struct secondary *s, uint64_t seq)
 {
 	struct apply_config cfg;
 	int r;
 
 	apply_config_init(&cfg);
-	cfg.checkpoint_ms = m->cfg->checkpoint_ms;
-	r = apply_new(m->dev_fd, m->dev_sectors, &cfg, &m->apply);
+	cfg.checkpoint_ms = s->env->cfg->checkpoint_ms;
+	r = apply_new(s->dev_fd, s->dev_sectors, &cfg, &s->apply);
 	if (r < 0)
-		return log_error_errno(r, "%s: write engine", m->cfg->resource);
-	r = apply_set_seq(m->apply, seq);
+		return log_error_errno(r, "%s: write engine", s->resource);
+	r = apply_set_seq(s->apply, seq);
 	if (r < 0)
-		return log_error_errno(r, "%s: write engine", m->cfg->resource);
-	r = ep_add(m, apply_fd(m->apply), EPOLLIN, &m->ev_apply);
+		return log_error_errno(r, "%s: write engine", s->resource);
+	s->ev_apply = (struct ev) { .fd = apply_fd(s->apply), .fn = secondary_apply_event };
+	r = loop_add(s->env->loop, &s->ev_apply, EPOLLIN);
 	if (r < 0)
 		return log_error_errno(r, "epoll add engine");
 	return 0;
 }
 
-static int secondary_engine_start(struct manager *m)
+static int secondary_engine_start(struct secondary *s)
 {
-	if (!m->xl)
-		m->xl = malloc(sizeof(*m->xl));
-	if (!m->rs)
-		m->rs = calloc(1, sizeof(*m->rs));
-	if (!m->xl || !m->rs)
-		return log_error_errno(-ENOMEM, "%s: write engine", m->cfg->resource);
-	m->xl->lnext = m->xl->wnext = m->xl->wbase = 0;
-	m->xl->head = m->xl->len = 0;
-	m->xl->started = false;
-	m->xl->epoch = 0;
-	m->xl->after_flush = false;
-	m->rs->len = 0;
-	return engine_new(m, 0);
+	if (!s->xl)
+		s->xl = malloc(sizeof(*s->xl));
+	if (!s->rt && resync_target_new(&s->rt) < 0)
+		s->rt = NULL;
+	if (!s->xl || !s->rt)
+		return log_error_errno(-ENOMEM, "%s: write engine", s->resource);
+	s->xl->lnext = s->xl->wnext = s->xl->wbase = 0;
+	s->xl->head = s->xl->len = 0;
+	s->xl->started = false;
+	s->xl->epoch = 0;
+	s->xl->after_flush = false;
+	resync_target_clear(s->rt);
+	return engine_new(s, 0);
 }
 
 /* ---- incoming frames ------------------------------------------------------------------ */
@@ -443,45 +446,14 @@ static int secondary_engine_start(struct manager *m)
 /* The wire reader asks where a payload goes: an aligned engine buffer. */
 static void *conn_payload_buf(void *ctx, const Dmrepl__V1__Data *d)
 {
-	struct manager *m = ctx;
-	struct conn *c = m->conn;
+	struct secondary *s = ctx;
+	struct conn *c = s->conn;
 
-	if (!c || !m->apply)
+	if (!c || !s->apply)
 		return NULL;
-	if (!c->pending && apply_buf_get(m->apply, d->payload_len, &c->pending) < 0)
+	if (!c->pending && apply_buf_get(s->apply, d->payload_len, &c->pending) < 0)
 		return NULL;
 	return c->pending->data;
-}
-
-/* Same host (the port does not matter); IPv4-mapped IPv6 counts as IPv4. */
-static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	const uint8_t *x = NULL, *y = NULL;
-	size_t xl = 0, yl = 0;
-
-	if (a->ss_family == AF_INET) {
-		x = (const uint8_t *)&((const struct sockaddr_in *)a)->sin_addr;
-		xl = 4;
-	} else if (a->ss_family == AF_INET6) {
-		x = (const uint8_t *)&((const struct sockaddr_in6 *)a)->sin6_addr;
-		xl = 16;
-		if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)x)) {
-			x += 12;
-			xl = 4;
-		}
-	}
-	if (b->ss_family == AF_INET) {
-		y = (const uint8_t *)&((const struct sockaddr_in *)b)->sin_addr;
-		yl = 4;
-	} else if (b->ss_family == AF_INET6) {
-		y = (const uint8_t *)&((const struct sockaddr_in6 *)b)->sin6_addr;
-		yl = 16;
-		if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)y)) {
-			y += 12;
-			yl = 4;
-		}
-	}
-	return x && y && xl == yl && !memcmp(x, y, xl);
 }
 
 /*
@@ -489,13 +461,13 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_st
  * the peers may lack).  Returns the number of regions set; *ret gets the
  * md_info with the bitmap (free ret->bitmap) when not NULL.
  */
-static uint64_t sec_own_bitmap(struct manager *m, struct md_info *ret)
+static uint64_t sec_own_bitmap(struct secondary *s, struct md_info *ret)
 {
 	struct md_info mi;
 	char err[256];
 
-	if (!strcmp(m->cfg->meta_device, "-") ||
-	    md_read(m->cfg->meta_device, ret != NULL, &mi, err, sizeof(err)) < 0)
+	if (!strcmp(s->env->cfg->meta_device, "-") ||
+	    md_read(s->env->cfg->meta_device, ret != NULL, &mi, err, sizeof(err)) < 0)
 		return 0;
 	if (ret)
 		*ret = mi;
@@ -503,13 +475,13 @@ static uint64_t sec_own_bitmap(struct manager *m, struct md_info *ret)
 }
 
 /* After our Hello: our own bitmap in pieces, always ending with "last". */
-static int conn_send_own_bitmap(struct manager *m, struct conn *c)
+static int conn_send_own_bitmap(struct secondary *s, struct conn *c)
 {
 	struct md_info mi = { 0 };
 	uint64_t bytes, off = 0;
 	int r = 0;
 
-	sec_own_bitmap(m, &mi);
+	sec_own_bitmap(s, &mi);
 	bytes = mi.bitmap ? (mi.nr_regions + 7) / 8 : 0;
 	do {
 		size_t n = bytes - off > WIRE_MAX_BITMAP ? WIRE_MAX_BITMAP : (size_t)(bytes - off);
@@ -548,11 +520,11 @@ static int conn_send_own_bitmap(struct manager *m, struct conn *c)
 	free(mi.bitmap);
 	if (!r && mi.set_regions)
 		log_info("%s: sent %" PRIu64 " regions of this node's own bitmap to the primary",
-			 m->cfg->resource, mi.set_regions);
+			 s->resource, mi.set_regions);
 	return r;
 }
 
-static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hello *h)
+static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__Hello *h)
 {
 	const struct config_peer *cp;
 	uint8_t *b;
@@ -565,30 +537,30 @@ static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hell
 		return;
 	}
 	snprintf(c->node, sizeof(c->node), "%s", h->node);
-	cp = config_find_peer(m->cfg, h->node);
+	cp = config_find_peer(s->env->cfg, h->node);
 	if (!cp || h->role != DMREPL__V1__ROLE__ROLE_PRIMARY ||
-	    strcmp(h->resource, m->cfg->resource)) {
+	    strcmp(h->resource, s->resource)) {
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER,
 				"node or resource not configured here");
 		return;
 	}
-	if (cp->has_address && !same_host(&c->sa, &cp->address.sa)) {
+	if (cp->has_address && !sock_same_host(&c->sa, &cp->address.sa)) {
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER,
 				"this node may not connect from that address");
 		return;
 	}
-	if (h->device_sectors > m->dev_sectors) {
+	if (h->device_sectors > s->dev_sectors) {
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_SIZE,
 				"the device here is smaller than the primary's");
 		return;
 	}
 	/* finish what the previous connection left in the engine */
-	r = secondary_engine_stop(m);
+	r = secondary_engine_stop(s);
 	if (r < 0) {
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO, "cannot write the device");
 		return;
 	}
-	r = secondary_engine_start(m);
+	r = secondary_engine_start(s);
 	if (r < 0) {
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO, "cannot start the write engine");
 		return;
@@ -599,66 +571,66 @@ static void conn_hello(struct manager *m, struct conn *c, const Dmrepl__V1__Hell
 		Dmrepl__V1__Hello hello = DMREPL__V1__HELLO__INIT;
 
 		hello.protocol_version = WIRE_PROTOCOL_VERSION;
-		hello.node = m->cfg->node;
-		hello.resource = m->cfg->resource;
+		hello.node = s->env->cfg->node;
+		hello.resource = s->resource;
 		hello.role = DMREPL__V1__ROLE__ROLE_SECONDARY;
-		hello.device_sectors = m->dev_sectors;
-		hello.stream_id = m->stream_id;
-		hello.resume_seq = m->stream_id ? m->state_durable : 0;
-		hello.consistent = m->consistent;
-		hello.gen_current = m->gens.current;
-		hello.gen_bitmap = m->gens.bitmap;
-		hello.gen_history = m->gens.history;
-		hello.gen_since = m->gens.since;
-		hello.dirty_regions = sec_own_bitmap(m, NULL);
-		hello.discard_my_data = m->discard_my_data;
+		hello.device_sectors = s->dev_sectors;
+		hello.stream_id = s->stream_id;
+		hello.resume_seq = s->stream_id ? s->state_durable : 0;
+		hello.consistent = s->consistent;
+		hello.gen_current = s->gens.current;
+		hello.gen_bitmap = s->gens.bitmap;
+		hello.gen_history = s->gens.history;
+		hello.gen_since = s->gens.since;
+		hello.dirty_regions = sec_own_bitmap(s, NULL);
+		hello.discard_my_data = s->discard_my_data;
 		n = b ? wire_encode_hello(b, 256, &hello) : -ENOSPC;
 	}
 	if (n < 0) {
-		conn_close(m, "cannot encode Hello");
+		conn_close(s, "cannot encode Hello");
 		return;
 	}
 	c->out_len += (size_t)n;
-	if (m->stream_id != h->stream_id && m->stream_id)
+	if (s->stream_id != h->stream_id && s->stream_id)
 		log_warning("%s: primary %s streams %016" PRIx64 ", this copy holds %016" PRIx64
-			    ": the primary decides whether it is consistent", m->cfg->resource,
-			    h->node, h->stream_id, m->stream_id);
-	if (m->stream_id != h->stream_id)
-		m->state_durable = 0;	/* a new stream: nothing of it is here yet */
-	m->stream_id = h->stream_id;
-	snprintf(m->primary_node, sizeof(m->primary_node), "%s", h->node);
+			    ": the primary decides whether it is consistent", s->resource,
+			    h->node, h->stream_id, s->stream_id);
+	if (s->stream_id != h->stream_id)
+		s->state_durable = 0;	/* a new stream: nothing of it is here yet */
+	s->stream_id = h->stream_id;
+	snprintf(s->primary_node, sizeof(s->primary_node), "%s", h->node);
 	c->up = true;
 	c->first_data = true;
-	if (conn_send_own_bitmap(m, c) < 0) {
-		conn_close(m, "cannot send this node's bitmap");
+	if (conn_send_own_bitmap(s, c) < 0) {
+		conn_close(s, "cannot send this node's bitmap");
 		return;
 	}
-	m->primary_connects++;
-	log_info("%s: primary %s (%s) connected, %s mode", m->cfg->resource, h->node, c->addr,
+	s->primary_connects++;
+	log_info("%s: primary %s (%s) connected, %s mode", s->resource, h->node, c->addr,
 		 config_mode_name(c->mode));
 	conn_flush(c);
 }
 
 /* The copy is no longer (or again) consistent: on disk before we go on. */
-static int sec_set_consistent(struct manager *m, bool consistent)
+static int sec_set_consistent(struct secondary *s, bool consistent)
 {
 	int r;
 
-	if (m->consistent == consistent)
+	if (s->consistent == consistent)
 		return 0;
-	m->consistent = consistent;
-	r = state_save(m, m->state_durable);
+	s->consistent = consistent;
+	r = sec_state_save(s, s->state_durable);
 	if (r < 0)
-		return log_error_errno(r, "%s: saving the consistency flag", m->cfg->resource);
-	log_info("%s: this copy is %s", m->cfg->resource,
+		return log_error_errno(r, "%s: saving the consistency flag", s->resource);
+	log_info("%s: this copy is %s", s->resource,
 		 consistent ? "consistent (UpToDate)" : "Inconsistent until a resync completes");
 	return 0;
 }
 
-static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *msg)
+static void conn_data(struct secondary *s, struct conn *c, const struct wire_msg *msg)
 {
 	const Dmrepl__V1__Data *d = msg->frame->data;
-	struct sec_xlate *x = m->xl;
+	struct sec_xlate *x = s->xl;
 	bool resync = d->op == WIRE_OP_RESYNC;
 	struct apply_rec rec = {
 		.seq = x->lnext,
@@ -673,8 +645,8 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 	struct apply_buf *buf = msg->payload ? c->pending : NULL;
 
 	c->pending = NULL;
-	if (wire_check_extent(d, m->dev_sectors) < 0) {
-		apply_buf_put(m->apply, buf);
+	if (wire_check_extent(d, s->dev_sectors) < 0) {
+		apply_buf_put(s->apply, buf);
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 				"record beyond the end of the device");
 		return;
@@ -684,11 +656,11 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 		rec.epoch = x->epoch + (x->after_flush ? 1 : 0);
 		x->epoch = rec.epoch;
 		x->after_flush = false;
-		m->rs_blocks++;
-		m->rs_bytes += d->payload_len;
+		s->rs_blocks++;
+		s->rs_bytes += d->payload_len;
 	} else {
 		if (x->started && d->seq != x->wnext) {
-			apply_buf_put(m->apply, buf);
+			apply_buf_put(s->apply, buf);
 			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 					"record out of sequence");
 			return;
@@ -698,15 +670,15 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 			 * below counts as here (it resyncs what is not) */
 			x->started = true;
 			x->wbase = d->seq;
-			if (m->state_durable < d->seq && state_save(m, d->seq) < 0) {
-				apply_buf_put(m->apply, buf);
+			if (s->state_durable < d->seq && sec_state_save(s, d->seq) < 0) {
+				apply_buf_put(s->apply, buf);
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot save the state");
 				return;
 			}
 		}
 		if (xl_record(x, d->seq) < 0) {
-			apply_buf_put(m->apply, buf);
+			apply_buf_put(s->apply, buf);
 			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 					"too many resync blocks between records");
 			return;
@@ -714,11 +686,11 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 		x->lnext--;	/* taken below */
 		x->epoch = d->epoch;
 		x->after_flush = d->op == DM_REPL_OP_FLUSH;
-		if (d->op == DM_REPL_OP_GAP && m->consistent) {
+		if (d->op == DM_REPL_OP_GAP && s->consistent) {
 			log_warning("%s: the primary's ring overflowed (GAP at record %" PRIu64
-				    "): this copy has a hole", m->cfg->resource, d->seq);
-			if (sec_set_consistent(m, false) < 0) {
-				apply_buf_put(m->apply, buf);
+				    "): this copy has a hole", s->resource, d->seq);
+			if (sec_set_consistent(s, false) < 0) {
+				apply_buf_put(s->apply, buf);
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot save the state");
 				return;
@@ -726,7 +698,7 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
 		}
 	}
 	/* the engine takes the buffer, whatever it answers */
-	r = apply_submit(m->apply, &rec, buf);
+	r = apply_submit(s->apply, &rec, buf);
 	if (r < 0) {
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 				r == -EINVAL ? "record out of sequence or malformed" :
@@ -741,24 +713,24 @@ static void conn_data(struct manager *m, struct conn *c, const struct wire_msg *
  * origin and back): everything received is written and flushed first, and
  * the new engine carries on with the same sequence numbers.
  */
-static int sec_reopen(struct manager *m, const char *path)
+static int sec_reopen(struct secondary *s, const char *path)
 {
 	int fd, r;
 
-	r = apply_drain(m->apply, (int)m->cfg->drain_timeout_ms);
+	r = apply_drain(s->apply, (int)s->env->cfg->drain_timeout_ms);
 	if (r < 0)
-		return log_error_errno(r, "%s: writing what was received", m->cfg->resource);
-	if (fdatasync(m->dev_fd) < 0)
-		return log_error_errno(-errno, "%s: flushing %s", m->cfg->resource, m->cfg->device);
+		return log_error_errno(r, "%s: writing what was received", s->resource);
+	if (fdatasync(s->dev_fd) < 0)
+		return log_error_errno(-errno, "%s: flushing %s", s->resource, s->env->cfg->device);
 	fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
 	if (fd < 0)
-		return log_error_errno(-errno, "%s: open %s", m->cfg->resource, path);
-	ep_del(m, apply_fd(m->apply));
-	apply_free(m->apply);
-	m->apply = NULL;
-	close(m->dev_fd);
-	m->dev_fd = fd;
-	return engine_new(m, m->xl->lnext);
+		return log_error_errno(-errno, "%s: open %s", s->resource, path);
+	loop_del(s->env->loop, &s->ev_apply);
+	apply_free(s->apply);
+	s->apply = NULL;
+	close(s->dev_fd);
+	s->dev_fd = fd;
+	return engine_new(s, s->xl->lnext);
 }
 
 /*
@@ -766,149 +738,135 @@ static int sec_reopen(struct manager *m, const char *path)
  * forget our own bitmap (the primary resynced those regions) and any
  * request to discard our data.
  */
-static int sec_adopt(struct manager *m, uint64_t gen)
+static int sec_adopt(struct secondary *s, uint64_t gen)
 {
 	char err[256];
 	int r;
 
-	if (gen && (gen != m->gens.current || m->gens.bitmap || m->gens.history)) {
-		m->gens = (struct gens) { .current = gen, .since = gens_now_ms() };
-		r = gens_save(m);
+	if (gen && (gen != s->gens.current || s->gens.bitmap || s->gens.history)) {
+		s->gens = (struct gens) { .current = gen, .since = gens_now_ms() };
+		r = genstore_save(&s->gs, &s->gens);
 		if (r < 0)
 			return r;
 		log_info("%s: this copy now belongs to data generation %016" PRIx64,
-			 m->cfg->resource, gen);
+			 s->resource, gen);
 	}
-	if (strcmp(m->cfg->meta_device, "-") && sec_own_bitmap(m, NULL)) {
-		r = md_update(m->cfg->meta_device, NULL, true, DM_REPL_MD_ROLE_SECONDARY, err,
+	if (strcmp(s->env->cfg->meta_device, "-") && sec_own_bitmap(s, NULL)) {
+		r = md_update(s->env->cfg->meta_device, NULL, true, DM_REPL_MD_ROLE_SECONDARY, err,
 			      sizeof(err));
 		if (r < 0)
-			return log_error_errno(r, "%s: %s", m->cfg->resource, err);
+			return log_error_errno(r, "%s: %s", s->resource, err);
 	}
-	m->discard_my_data = false;
-	if (rsnap_active(m->cfg)) {
-		r = sec_reopen(m, m->cfg->device);
-		if (r < 0 || (r = rsnap_drop(m->cfg)) < 0)
+	s->discard_my_data = false;
+	if (rsnap_active(s->env->cfg)) {
+		r = sec_reopen(s, s->env->cfg->device);
+		if (r < 0 || (r = rsnap_drop(s->env->cfg)) < 0)
 			return r;
 	}
-	if (!m->consistent)
-		return sec_set_consistent(m, true);
-	return state_save(m, m->state_durable);
+	if (!s->consistent)
+		return sec_set_consistent(s, true);
+	return sec_state_save(s, s->state_durable);
 }
 
 /* ---- resync requests ----------------------------------------------------------- */
 
-static void rs_queue(struct manager *m, struct conn *c, const struct rs_req *req)
+static void sec_resync_queue(struct secondary *s, struct conn *c, struct resync_req *req)
 {
-	struct sec_rs *rs = m->rs;
-
-	if (rs->len == RS_QUEUE) {
+	req->lpos = s->xl->lnext;
+	if (resync_target_queue(s->rt, req) < 0)
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 				"too many resync requests outstanding");
-		return;
-	}
-	rs->q[(rs->head + rs->len) % RS_QUEUE] = *req;
-	rs->q[(rs->head + rs->len) % RS_QUEUE].lpos = m->xl->lnext;
-	rs->len++;
 }
 
 /* Answer the requests whose turn has come (everything before them written). */
-static void rs_run(struct manager *m)
+static void sec_resync_run(struct secondary *s)
 {
-	struct sec_rs *rs = m->rs;
-	struct conn *c = m->conn;
+	struct conn *c = s->conn;
+	const struct resync_req *q;
 	struct apply_progress e;
 	uint64_t hash[WIRE_MAX_HASHES];
 	uint8_t *b;
 	ssize_t n;
 	int r;
 
-	if (!rs || !m->apply || !c || !c->up || c->closing)
+	if (!s->rt || !s->apply || !c || !c->up || c->closing)
 		return;
-	while (rs->len) {
-		struct rs_req *q = &rs->q[rs->head];
-
-		apply_progress(m->apply, &e);
-		if (e.written < q->lpos)
+	for (;;) {
+		apply_progress(s->apply, &e);
+		q = resync_target_next(s->rt, e.written);
+		if (!q)
 			return;
 		b = conn_out_space(c, 2400);
 		if (!b)
 			return;		/* after the output drained */
 		if (q->flush) {
-			if (fdatasync(m->dev_fd) < 0) {
-				log_error_errno(-errno, "%s: flushing %s", m->cfg->resource,
-						m->cfg->device);
+			if (fdatasync(s->dev_fd) < 0) {
+				log_error_errno(-errno, "%s: flushing %s", s->resource,
+						s->env->cfg->device);
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot flush the device");
 				return;
 			}
-			if (q->done && sec_adopt(m, q->gen) < 0) {
+			if (q->done && sec_adopt(s, q->gen) < 0) {
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot save the state");
 				return;
 			}
 			n = wire_encode_resync_flushed(b, 2400, q->id);
 		} else {
-			size_t len = (size_t)q->nr_sectors * 512, bs = (size_t)q->block_sectors * 512;
-			size_t i;
-
-			if (!rs->buf && posix_memalign(&rs->buf, 4096, WIRE_MAX_PAYLOAD)) {
-				rs->buf = NULL;
+			r = resync_target_hash(s->rt, s->dev_fd, q, hash);
+			if (r == -ENOMEM) {
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO, "out of memory");
 				return;
 			}
-			r = (int)pread(m->dev_fd, rs->buf, len, (off_t)(q->sector * 512));
-			if (r != (int)len) {
-				log_error_errno(r < 0 ? -errno : -EIO, "%s: reading %s for a hash",
-						m->cfg->resource, m->cfg->device);
+			if (r < 0) {
+				log_error_errno(r, "%s: reading %s for a hash", s->resource,
+						s->env->cfg->device);
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot read the device");
 				return;
 			}
-			for (i = 0; i < len / bs; i++)
-				hash[i] = XXH3_64bits((const uint8_t *)rs->buf + i * bs, bs);
-			n = wire_encode_hash_reply(b, 2400, q->id, hash, len / bs);
-			m->hash_requests++;
+			n = wire_encode_hash_reply(b, 2400, q->id, hash, (size_t)r);
+			s->hash_requests++;
 		}
 		if (n < 0) {
-			conn_close(m, "cannot encode a resync reply");
+			conn_close(s, "cannot encode a resync reply");
 			return;
 		}
 		c->out_len += (size_t)n;
-		rs->head = (rs->head + 1) % RS_QUEUE;
-		rs->len--;
+		resync_target_pop(s->rt);
 		conn_flush(c);
-		if (m->conn != c)
+		if (s->conn != c)
 			return;
 	}
 }
 
 /* Issue what the engine has queued, reap what completed. */
-static void conn_apply(struct manager *m)
+static void conn_apply(struct secondary *s)
 {
-	if (m->conn)
-		m->conn->unissued = 0;
-	if (m->apply && apply_run(m->apply) < 0 && m->conn)
-		conn_send_error(m->conn, DMREPL__V1__ERROR__CODE__CODE_IO,
+	if (s->conn)
+		s->conn->unissued = 0;
+	if (s->apply && apply_run(s->apply) < 0 && s->conn)
+		conn_send_error(s->conn, DMREPL__V1__ERROR__CODE__CODE_IO,
 				"write to the device failed");
 }
 
-static void conn_read(struct manager *m)
+static void conn_read(struct secondary *s)
 {
-	struct conn *c = m->conn;
+	struct conn *c = s->conn;
 	struct wire_msg msg;
 	bool filled = false;
 	int r;
 
-	while (m->conn == c && !c->paused) {
-		if (m->apply && apply_full(m->apply)) {
+	while (s->conn == c && !c->paused) {
+		if (s->apply && apply_full(s->apply)) {
 			/* queued records use memory too: let writes complete */
 			c->paused = true;
 			conn_arm(c);
 			break;
 		}
 		r = wire_reader_next(&c->rd, &msg);
-		if (r == -ENOBUFS && !m->apply) {
+		if (r == -ENOBUFS && !s->apply) {
 			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 					"Data before Hello");
 			return;
@@ -930,19 +888,19 @@ static void conn_read(struct manager *m)
 			/* the socket ran dry on the last read: epoll says when not */
 			if (filled && wire_reader_drained(&c->rd))
 				break;
-			r = wire_reader_fill(&c->rd, c->fd);
+			r = wire_reader_fill(&c->rd, c->ev.fd);
 			if (r == -EAGAIN)
 				break;
 			filled = true;
 			if (r == 0) {
-				conn_close(m, "closed by the primary");
+				conn_close(s, "closed by the primary");
 				return;
 			}
 			if (r < 0) {
-				conn_close(m, strerror(-r));
+				conn_close(s, strerror(-r));
 				return;
 			}
-			c->last_rx_ms = now_ms();
+			c->last_rx_ms = loop_now_ms();
 			continue;
 		}
 		switch (msg.frame->msg_case) {
@@ -951,53 +909,53 @@ static void conn_read(struct manager *m)
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 						"second Hello");
 			else
-				conn_hello(m, c, msg.frame->hello);
+				conn_hello(s, c, msg.frame->hello);
 			break;
 		case DMREPL__V1__FRAME__MSG_DATA:
-			if (!c->up || !m->apply)
+			if (!c->up || !s->apply)
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 						"Data before Hello");
 			else
-				conn_data(m, c, &msg);
-			if (m->conn == c && (c->unissued += msg.payload_len) >= CONN_ISSUE_BYTES)
-				conn_apply(m);
+				conn_data(s, c, &msg);
+			if (s->conn == c && (c->unissued += msg.payload_len) >= CONN_ISSUE_BYTES)
+				conn_apply(s);
 			break;
 		case DMREPL__V1__FRAME__MSG_SET_MODE:
 			if (c->up) {
 				c->mode = (enum peer_mode)msg.frame->set_mode->mode;
 				log_info("%s: primary switched this peer to %s mode",
-					 m->cfg->resource, config_mode_name(c->mode));
+					 s->resource, config_mode_name(c->mode));
 			}
 			break;
 		case DMREPL__V1__FRAME__MSG_KEEPALIVE:
 			break;
 		case DMREPL__V1__FRAME__MSG_RESYNC_BEGIN:
-			if (!c->up || !m->apply) {
+			if (!c->up || !s->apply) {
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 						"ResyncBegin before Hello");
 				break;
 			}
-			log_info("%s: %s resync from %s begins", m->cfg->resource,
+			log_info("%s: %s resync from %s begins", s->resource,
 				 msg.frame->resync_begin->full ? "full" : "bitmap", c->node);
-			if (m->consistent && m->cfg->resync_snapshot[0] && !rsnap_active(m->cfg)) {
+			if (s->consistent && s->env->cfg->resync_snapshot[0] && !rsnap_active(s->env->cfg)) {
 				char orig[PATH_MAX];
 
 				/* keep the consistent image until the resync is done */
-				if (rsnap_create(m->cfg) < 0 ||
-				    rsnap_origin_path(m->cfg, orig, sizeof(orig)) < 0 ||
-				    sec_reopen(m, orig) < 0) {
+				if (rsnap_create(s->env->cfg) < 0 ||
+				    rsnap_origin_path(s->env->cfg, orig, sizeof(orig)) < 0 ||
+				    sec_reopen(s, orig) < 0) {
 					conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 							"cannot take the resync snapshot");
 					break;
 				}
 			}
-			if (sec_set_consistent(m, false) < 0)
+			if (sec_set_consistent(s, false) < 0)
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 						"cannot save the state");
 			break;
 		case DMREPL__V1__FRAME__MSG_HASH_REQUEST:
 		case DMREPL__V1__FRAME__MSG_RESYNC_FLUSH:
-			if (!c->up || !m->apply) {
+			if (!c->up || !s->apply) {
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 						"resync request before Hello");
 				break;
@@ -1005,19 +963,19 @@ static void conn_read(struct manager *m)
 			if (msg.frame->msg_case == DMREPL__V1__FRAME__MSG_HASH_REQUEST) {
 				const Dmrepl__V1__HashRequest *h = msg.frame->hash_request;
 
-				if (h->sector > m->dev_sectors ||
-				    h->nr_sectors > m->dev_sectors - h->sector) {
+				if (h->sector > s->dev_sectors ||
+				    h->nr_sectors > s->dev_sectors - h->sector) {
 					conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 							"HashRequest beyond the end of the device");
 					break;
 				}
-				rs_queue(m, c, &(struct rs_req) {
+				sec_resync_queue(s, c, &(struct resync_req) {
 					.id = h->id, .sector = h->sector,
 					.nr_sectors = h->nr_sectors,
 					.block_sectors = h->block_sectors,
 				});
 			} else {
-				rs_queue(m, c, &(struct rs_req) {
+				sec_resync_queue(s, c, &(struct resync_req) {
 					.flush = true, .id = msg.frame->resync_flush->id,
 					.done = msg.frame->resync_flush->done,
 					.gen = msg.frame->resync_flush->gen,
@@ -1025,9 +983,9 @@ static void conn_read(struct manager *m)
 			}
 			break;
 		case DMREPL__V1__FRAME__MSG_ERROR:
-			log_warning("%s: primary reported error %d: %s", m->cfg->resource,
+			log_warning("%s: primary reported error %d: %s", s->resource,
 				    msg.frame->error->code, msg.frame->error->reason);
-			conn_close(m, NULL);
+			conn_close(s, NULL);
 			return;
 		default:
 			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
@@ -1035,36 +993,41 @@ static void conn_read(struct manager *m)
 			break;
 		}
 	}
-	conn_apply(m);
-	rs_run(m);
-	conn_send_ack(m);
+	conn_apply(s);
+	sec_resync_run(s);
+	conn_send_ack(s);
 }
 
-void secondary_conn_event(struct manager *m, uint32_t events)
+static struct secondary *secondary_of(struct role *r)
 {
-	struct conn *c = m->conn;
+	return container_of(r, struct secondary, role);
+}
 
-	if (!c)
-		return;
+static void secondary_conn_event(struct ev *ev, uint32_t events)
+{
+	struct conn *c = container_of(ev, struct conn, ev);
+	struct secondary *s = c->s;
+
 	if (events & EPOLLOUT) {
 		conn_flush(c);
-		if (m->conn == c)
-			rs_run(m);
+		if (s->conn == c)
+			sec_resync_run(s);
 	}
-	if (m->conn == c && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
-		conn_read(m);
+	if (s->conn == c && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		conn_read(s);
 }
 
-void secondary_apply_event(struct manager *m)
+static void secondary_apply_event(struct ev *ev, uint32_t events)
 {
-	struct conn *c = m->conn;
+	struct secondary *s = container_of(ev, struct secondary, ev_apply);
+	struct conn *c = s->conn;
 	int r;
 
-	if (!m->apply)
+	if (!s->apply)
 		return;
-	r = apply_run(m->apply);
+	r = apply_run(s->apply);
 	if (r < 0) {
-		log_error_errno(r, "%s: writing %s", m->cfg->resource, m->cfg->device);
+		log_error_errno(r, "%s: writing %s", s->resource, s->env->cfg->device);
 		if (c)
 			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 					"write to the device failed");
@@ -1073,70 +1036,66 @@ void secondary_apply_event(struct manager *m)
 	if (c && c->paused) {
 		c->paused = false;
 		conn_arm(c);
-		conn_read(m);
+		conn_read(s);
 	} else {
-		rs_run(m);
-		conn_send_ack(m);
+		sec_resync_run(s);
+		conn_send_ack(s);
 	}
 }
 
-void secondary_listen_event(struct manager *m, int idx)
+static void secondary_listen_event(struct ev *ev, uint32_t events)
 {
+	struct secondary *s = container_of(ev, struct sec_listen, ev)->s;
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
 	struct conn *c;
 	int fd;
 
-	fd = accept4(m->listen_fd[idx], (struct sockaddr *)&sa, &len,
-		     SOCK_NONBLOCK | SOCK_CLOEXEC);
+	fd = accept4(ev->fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
 	c = calloc(1, sizeof(*c));
-	if (!c || wire_reader_init(&c->rd, conn_payload_buf, m) < 0) {
+	if (!c || wire_reader_init(&c->rd, conn_payload_buf, s) < 0) {
 		free(c);
 		close(fd);
 		return;
 	}
 	c->sa = sa;
-	if (sa.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, c->addr, sizeof(c->addr));
-	else if (sa.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, c->addr,
-			  sizeof(c->addr));
-	sock_set_common(fd);
+	sock_host_text(&sa, c->addr, sizeof(c->addr));
+	sock_tune(fd);
 	/* a new connection replaces the old one (the primary reconnected) */
-	if (m->conn)
-		conn_close(m, "replaced by a new connection");
-	c->m = m;
-	c->fd = fd;
-	c->ev.kind = EV_CONN;
-	c->last_rx_ms = c->last_tx_ms = c->since_ms = now_ms();
-	m->conn = c;
-	if (ep_add(m, fd, EPOLLIN | EPOLLRDHUP, &c->ev) < 0)
-		conn_close(m, "epoll");
+	if (s->conn)
+		conn_close(s, "replaced by a new connection");
+	c->s = s;
+	c->ev = (struct ev) { .fd = fd, .fn = secondary_conn_event };
+	c->last_rx_ms = c->last_tx_ms = c->since_ms = loop_now_ms();
+	s->conn = c;
+	if (loop_add(s->env->loop, &c->ev, EPOLLIN | EPOLLRDHUP) < 0)
+		conn_close(s, "epoll");
 }
 
-void secondary_tick(struct manager *m)
+static void secondary_tick(struct role *r, uint64_t now)
 {
-	struct conn *c = m->conn;
-	uint64_t now = now_ms();
+	struct secondary *s = secondary_of(r);
+	const struct config *cfg = s->env->cfg;
+	struct conn *c = s->conn;
 
-	if (m->apply) {
-		int r = apply_run(m->apply);
+	if (s->apply) {
+		int e = apply_run(s->apply);
 
-		if (r < 0 && c)
+		if (e < 0 && c)
 			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
 					"write to the device failed");
-		secondary_persist(m, true);
-		rs_run(m);
+		secondary_persist(s, true);
+		sec_resync_run(s);
 	}
-	c = m->conn;
+	c = s->conn;
 	if (c) {
-		if (!c->up && now - c->since_ms > m->cfg->peer_timeout_ms) {
-			conn_close(m, "no Hello in time");
-		} else if (c->up && now - c->last_rx_ms > m->cfg->peer_timeout_ms) {
-			conn_close(m, "no frame from the primary within peer-timeout-ms");
-		} else if (c->up && now - c->last_tx_ms >= m->cfg->keepalive_ms &&
+		if (!c->up && now - c->since_ms > cfg->peer_timeout_ms) {
+			conn_close(s, "no Hello in time");
+		} else if (c->up && now - c->last_rx_ms > cfg->peer_timeout_ms) {
+			conn_close(s, "no frame from the primary within peer-timeout-ms");
+		} else if (c->up && now - c->last_tx_ms >= cfg->keepalive_ms &&
 			   c->out_len == c->out_off) {
 			uint8_t *b = conn_out_space(c, 32);
 			ssize_t n = b ? wire_encode_keepalive(b, 32, now) : -ENOSPC;
@@ -1146,176 +1105,243 @@ void secondary_tick(struct manager *m)
 				conn_flush(c);
 			}
 		}
-		conn_send_ack(m);
+		conn_send_ack(s);
 	}
-	snprintf(m->status_line, sizeof(m->status_line), "secondary %s: primary %s", m->cfg->resource,
-		 m->conn && m->conn->up ? m->primary_node : "not connected");
 }
 
-bool secondary_drained(struct manager *m)
+static void secondary_status_line(struct role *r, char *buf, size_t len)
 {
-	return !m->apply || !apply_busy(m->apply);
+	struct secondary *s = secondary_of(r);
+
+	snprintf(buf, len, "secondary %s: primary %s", s->resource,
+		 s->conn && s->conn->up ? s->primary_node : "not connected");
 }
 
-static int secondary_listen(struct manager *m)
+static bool secondary_drained(struct role *r)
 {
+	struct secondary *s = secondary_of(r);
+
+	return !s->apply || !apply_busy(s->apply);
+}
+
+static int secondary_listen(struct secondary *s)
+{
+	const struct config *cfg = s->env->cfg;
 	int n, i, fd, one = 1;
 
 	n = sd_listen_fds(1);
 	if (n > 0) {
-		for (i = 0; i < n && i < 8; i++) {
-			m->listen_fd[i] = SD_LISTEN_FDS_START + i;
-			fcntl(m->listen_fd[i], F_SETFL, O_NONBLOCK);
+		for (i = 0; i < n && i < SEC_MAX_LISTEN; i++) {
+			s->listen[i].ev.fd = SD_LISTEN_FDS_START + i;
+			fcntl(s->listen[i].ev.fd, F_SETFL, O_NONBLOCK);
 		}
-		m->nr_listen = (unsigned int)i;
-		log_info("%s: listening on %d socket(s) from systemd", m->cfg->resource, i);
+		s->nr_listen = (unsigned int)i;
+		log_info("%s: listening on %d socket(s) from systemd", s->resource, i);
 		return 0;
 	}
-	if (!m->cfg->has_listen)
+	if (!cfg->has_listen)
 		return log_error_errno(-EINVAL, "%s: a secondary needs 'listen' in %s (or socket activation)",
-				       m->cfg->resource, m->cfg->path);
-	fd = socket(m->cfg->listen.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+				       s->resource, cfg->path);
+	fd = socket(cfg->listen.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return log_error_errno(-errno, "socket");
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&m->cfg->listen.sa, m->cfg->listen.len) < 0 ||
+	if (bind(fd, (struct sockaddr *)&cfg->listen.sa, cfg->listen.len) < 0 ||
 	    listen(fd, 8) < 0) {
 		int r = -errno;
 
 		close(fd);
-		return log_error_errno(r, "%s: listen on %s", m->cfg->resource,
-				       m->cfg->listen.text);
+		return log_error_errno(r, "%s: listen on %s", s->resource, cfg->listen.text);
 	}
-	m->listen_fd[0] = fd;
-	m->nr_listen = 1;
-	log_info("%s: listening on %s", m->cfg->resource, m->cfg->listen.text);
+	s->listen[0].ev.fd = fd;
+	s->nr_listen = 1;
+	log_info("%s: listening on %s", s->resource, cfg->listen.text);
 	return 0;
 }
 
-int secondary_start(struct manager *m)
+static void secondary_free(struct role *r)
 {
+	struct secondary *s = secondary_of(r);
+	unsigned int i;
+
+	conn_close(s, NULL);
+	secondary_engine_stop(s);
+	for (i = 0; i < s->nr_listen; i++) {
+		loop_del(s->env->loop, &s->listen[i].ev);
+		close(s->listen[i].ev.fd);
+	}
+	if (s->dev_fd >= 0)
+		close(s->dev_fd);
+	resync_target_free(s->rt);
+	free(s->xl);
+	free(s);
+}
+
+static int secondary_start(struct role_env *env, const struct role_args *args, struct role **ret)
+{
+	const struct config *cfg = env->cfg;
+	struct secondary *s;
+	char path[PATH_MAX];
 	unsigned int i;
 	int r;
 
-	char path[PATH_MAX];
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->role = (struct role) { .ops = &secondary_role_ops, .env = env };
+	s->env = env;
+	s->dev_fd = -1;
+	snprintf(s->resource, sizeof(s->resource), "%s", cfg->resource);
+	*ret = &s->role;	/* the manager frees it, whatever happens below */
 
-	snprintf(path, sizeof(path), "%s", m->cfg->device);
-	if (rsnap_active(m->cfg)) {
+	snprintf(path, sizeof(path), "%s", cfg->device);
+	if (rsnap_active(cfg)) {
 		/* a resync was interrupted: keep the snapshot, write through
 		 * its origin until a resync completes */
-		r = rsnap_origin_path(m->cfg, path, sizeof(path));
+		r = rsnap_origin_path(cfg, path, sizeof(path));
 		if (r < 0)
 			return r;
 		log_warning("%s: the resync snapshot is still there (an interrupted resync): writing through %s",
-			    m->cfg->resource, path);
+			    s->resource, path);
 	}
-	m->dev_fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
-	if (m->dev_fd < 0)
-		return log_error_errno(-errno, "%s: open %s with O_DIRECT", m->cfg->resource,
+	s->dev_fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (s->dev_fd < 0)
+		return log_error_errno(-errno, "%s: open %s with O_DIRECT", s->resource,
 				       path);
-	r = dmdev_size_sectors(m->dev_fd, &m->dev_sectors);
+	r = dmdev_size_sectors(s->dev_fd, &s->dev_sectors);
 	if (r < 0)
-		return log_error_errno(r, "%s: size of %s", m->cfg->resource, m->cfg->device);
-	if (mkdir(m->cfg->state_dir, 0700) < 0 && errno != EEXIST)
-		return log_error_errno(-errno, "%s: state directory %s", m->cfg->resource,
-				       m->cfg->state_dir);
-	state_load(m);
-	r = gens_load(m);
+		return log_error_errno(r, "%s: size of %s", s->resource, cfg->device);
+	if (mkdir(cfg->state_dir, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(-errno, "%s: state directory %s", s->resource,
+				       cfg->state_dir);
+	sec_state_load(s);
+	genstore_init(&s->gs, s->resource, NULL, cfg->meta_device, cfg->state_dir,
+		      ROLE_SECONDARY);
+	r = genstore_load(&s->gs, &s->gens);
 	if (r < 0)
 		return r;
-	if (m->demoted) {
+	if (args->demoted) {
 		/* the primary until now: its copy is the consistent one; its
 		 * own bitmap goes to the next primary */
-		m->consistent = true;
-		m->discard_my_data = false;
-		r = state_save(m, m->state_durable);
+		s->consistent = true;
+		s->discard_my_data = false;
+		r = sec_state_save(s, s->state_durable);
 		if (r < 0)
-			return log_error_errno(r, "%s: saving the state", m->cfg->resource);
+			return log_error_errno(r, "%s: saving the state", s->resource);
 	}
-	r = secondary_listen(m);
+	r = secondary_listen(s);
 	if (r < 0)
 		return r;
-	for (i = 0; i < m->nr_listen; i++) {
-		m->ev_listen[i].kind = EV_LISTEN;
-		m->ev_listen[i].ptr = (void *)(intptr_t)i;
-		r = ep_add(m, m->listen_fd[i], EPOLLIN, &m->ev_listen[i]);
+	for (i = 0; i < s->nr_listen; i++) {
+		s->listen[i].s = s;
+		s->listen[i].ev.fn = secondary_listen_event;
+		r = loop_add(env->loop, &s->listen[i].ev, EPOLLIN);
 		if (r < 0)
 			return log_error_errno(r, "epoll add listen");
 	}
-	log_info("%s: %s, %" PRIu64 " sectors; resume point: %s %" PRIu64, m->cfg->resource,
-		 m->cfg->device, m->dev_sectors, m->stream_id ? "record" : "none",
-		 m->state_durable);
+	log_info("%s: %s, %" PRIu64 " sectors; resume point: %s %" PRIu64, s->resource,
+		 cfg->device, s->dev_sectors, s->stream_id ? "record" : "none",
+		 s->state_durable);
 	return 0;
 }
 
-void secondary_status(struct manager *m, struct json_object *o)
+static void secondary_status(struct role *r, struct json_object *o)
 {
+	struct secondary *s = secondary_of(r);
 	struct json_object *po = json_object_new_object();
 	struct apply_progress p = { 0 };
 
-	if (m->apply)
-		sec_progress(m, &p);
-	json_object_object_add(o, "device", json_object_new_string(m->cfg->device));
-	json_object_object_add(o, "disk", json_object_new_string(m->consistent ? "UpToDate" :
+	json_object_object_add(o, "generation", genstore_json(&s->gens));
+	if (s->apply)
+		sec_progress(s, &p);
+	json_object_object_add(o, "device", json_object_new_string(s->env->cfg->device));
+	json_object_object_add(o, "disk", json_object_new_string(s->consistent ? "UpToDate" :
 								     "Inconsistent"));
-	json_object_object_add(o, "discard_my_data", json_object_new_boolean(m->discard_my_data));
-	json_object_object_add(o, "resync_snapshot", json_object_new_boolean(rsnap_active(m->cfg)));
-	json_object_object_add(o, "resync_blocks", json_object_new_uint64(m->rs_blocks));
-	json_object_object_add(o, "resync_bytes", json_object_new_uint64(m->rs_bytes));
-	json_object_object_add(o, "hash_requests", json_object_new_uint64(m->hash_requests));
-	json_object_object_add(o, "device_sectors", json_object_new_uint64(m->dev_sectors));
-	json_object_object_add(po, "name", json_object_new_string(m->primary_node[0] ?
-								   m->primary_node : "-"));
+	json_object_object_add(o, "discard_my_data", json_object_new_boolean(s->discard_my_data));
+	json_object_object_add(o, "resync_snapshot",
+			       json_object_new_boolean(rsnap_active(s->env->cfg)));
+	json_object_object_add(o, "resync_blocks", json_object_new_uint64(s->rs_blocks));
+	json_object_object_add(o, "resync_bytes", json_object_new_uint64(s->rs_bytes));
+	json_object_object_add(o, "hash_requests", json_object_new_uint64(s->hash_requests));
+	json_object_object_add(o, "device_sectors", json_object_new_uint64(s->dev_sectors));
+	json_object_object_add(po, "name", json_object_new_string(s->primary_node[0] ?
+								   s->primary_node : "-"));
 	json_object_object_add(po, "connection", json_object_new_string(
-		m->conn && m->conn->up ? "Connected" : "Connecting"));
+		s->conn && s->conn->up ? "Connected" : "Connecting"));
 	json_object_object_add(po, "mode", json_object_new_string(
-		m->conn ? config_mode_name(m->conn->mode) : "-"));
-	json_object_object_add(po, "stream_id", json_object_new_uint64(m->stream_id));
+		s->conn ? config_mode_name(s->conn->mode) : "-"));
+	json_object_object_add(po, "stream_id", json_object_new_uint64(s->stream_id));
 	json_object_object_add(po, "received", json_object_new_uint64(p.received));
 	json_object_object_add(po, "written", json_object_new_uint64(p.written));
 	json_object_object_add(po, "durable", json_object_new_uint64(
-		m->apply ? p.durable : m->state_durable));
-	json_object_object_add(po, "connects", json_object_new_uint64(m->primary_connects));
+		s->apply ? p.durable : s->state_durable));
+	json_object_object_add(po, "connects", json_object_new_uint64(s->primary_connects));
 	json_object_object_add(o, "primary", po);
+}
+
+/* SIGHUP: the peers (who may connect) and the timeouts are read from the
+ * configuration when they are needed. */
+static int secondary_reload(struct role *r, const struct config *n)
+{
+	return 0;
+}
+
+/* replctl primary: not onto a torn image. */
+static int secondary_may_switch(struct role *r, enum repl_role to, bool force, char *err,
+				size_t len)
+{
+	struct secondary *s = secondary_of(r);
+
+	if (to == ROLE_PRIMARY && !s->consistent && !rsnap_active(s->env->cfg) && !force) {
+		snprintf(err, len, "this copy is Inconsistent (a resync did not complete) and there is no resync snapshot to go back to: promoting it would expose a torn image. Let the resync finish, or use --force");
+		return -EPERM;
+	}
+	return 0;
 }
 
 /*
  * replctl discard-my-data: the next handshake tells the primary that this
  * copy's own changes may go (split brain resolved in the primary's favour).
  */
-int secondary_discard_my_data(struct manager *m, char *err, size_t len)
+static int secondary_cmd_discard(void *ctx, struct json_object *req, char *err, size_t len)
 {
+	struct secondary *s = secondary_of(ctx);
 	int r;
 
-	m->discard_my_data = true;
-	r = state_save(m, m->state_durable);
+	s->discard_my_data = true;
+	r = sec_state_save(s, s->state_durable);
 	if (r < 0) {
 		snprintf(err, len, "cannot save the state: %s", strerror(-r));
 		return r;
 	}
 	log_warning("%s: this copy's changes will be discarded at the next connection",
-		    m->cfg->resource);
-	if (m->conn)
-		conn_close(m, "discard-my-data: reconnect with the new state");
+		    s->resource);
+	if (s->conn)
+		conn_close(s, "discard-my-data: reconnect with the new state");
 	return 0;
 }
 
-void secondary_free(struct manager *m)
-{
-	unsigned int i;
+#define SECONDARY_NO_PEERS "this node is a secondary: peers are managed on the primary"
 
-	conn_close(m, NULL);
-	secondary_engine_stop(m);
-	for (i = 0; i < m->nr_listen; i++)
-		close(m->listen_fd[i]);
-	m->nr_listen = 0;
-	if (m->dev_fd >= 0)
-		close(m->dev_fd);
-	m->dev_fd = -1;
-	if (m->rs)
-		free(m->rs->buf);
-	free(m->rs);
-	m->rs = NULL;
-	free(m->xl);
-	m->xl = NULL;
-}
+static const struct ctl_command secondary_commands[] = {
+	{ .name = "discard-my-data", .fn = secondary_cmd_discard },
+	{ .name = "set-mode", .refuse = SECONDARY_NO_PEERS },
+	{ .name = "connect", .refuse = SECONDARY_NO_PEERS },
+	{ .name = "disconnect", .refuse = SECONDARY_NO_PEERS },
+	{ .name = "resync", .refuse = SECONDARY_NO_PEERS },
+	{ .name = "verify", .refuse = SECONDARY_NO_PEERS },
+	{ .name = NULL },
+};
+
+const struct role_ops secondary_role_ops = {
+	.role = ROLE_SECONDARY,
+	.start = secondary_start,
+	.tick = secondary_tick,
+	.drained = secondary_drained,
+	.reload = secondary_reload,
+	.status = secondary_status,
+	.status_line = secondary_status_line,
+	.may_switch = secondary_may_switch,
+	.free = secondary_free,
+	.commands = secondary_commands,
+};

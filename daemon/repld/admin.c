@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The primary's administration: the control commands for its peers
+ * (set-mode, connect, disconnect, resync, verify), a reload that adds,
+ * removes and changes peers live, the status, and whether it may become a
+ * secondary now.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "dmdev.h"
+#include "log.h"
+#include "primary.h"
+#include "ring.h"
+
+static struct primary *admin_primary(void *ctx)
+{
+	return container_of((struct role *)ctx, struct primary, role);
+}
+
+/* The peer a command names: NULL with the reason in err. */
+static struct replica *admin_peer(struct primary *pri, struct json_object *req, char *err,
+				  size_t len)
+{
+	const char *name = ctl_arg_str(req, "peer");
+	struct replica *rp;
+
+	if (!name) {
+		snprintf(err, len, "missing \"peer\"");
+		return NULL;
+	}
+	rp = stream_find(pri, name);
+	if (!rp)
+		snprintf(err, len, "no peer '%s' in resource %s", name, pri->resource);
+	return rp;
+}
+
+static void admin_set_peer_mode(struct replica *rp, enum peer_mode mode)
+{
+	struct peer *p = &rp->conn;
+	uint8_t buf[32];
+	ssize_t n;
+
+	if (rp->mode == mode)
+		return;
+	log_info("%s: peer %s: mode %s -> %s", rp->pri->resource, p->cfg.name,
+		 config_mode_name(rp->mode), config_mode_name(mode));
+	rp->mode = mode;
+	if (p->state == PEER_UP) {
+		n = wire_encode_set_mode(buf, sizeof(buf), (Dmrepl__V1__Mode)mode);
+		if (n > 0 && peer_queue_frame(p, buf, (size_t)n) == 0)
+			peer_flush(p);
+	}
+}
+
+static int admin_cmd_set_mode(void *ctx, struct json_object *req, char *err, size_t len)
+{
+	struct primary *pri = admin_primary(ctx);
+	const char *mode = ctl_arg_str(req, "mode");
+	struct replica *rp;
+	enum peer_mode pm;
+
+	if (ctl_arg_str(req, "peer") && !mode) {
+		snprintf(err, len, "missing \"mode\"");
+		return -EINVAL;
+	}
+	rp = admin_peer(pri, req, err, len);
+	if (!rp)
+		return -ENOENT;
+	if (config_mode_parse(mode, &pm) < 0) {
+		snprintf(err, len, "mode '%s': expected async, semi-sync or sync", mode);
+		return -EINVAL;
+	}
+	admin_set_peer_mode(rp, pm);
+	stream_update_kernel_mode(pri);
+	stream_update_ring(pri);
+	return 0;
+}
+
+static int admin_cmd_connect(void *ctx, struct json_object *req, char *err, size_t len)
+{
+	struct primary *pri = admin_primary(ctx);
+	struct replica *rp = admin_peer(pri, req, err, len);
+	struct peer *p;
+
+	if (!rp)
+		return -ENOENT;
+	p = &rp->conn;
+	if (!strcmp(ctl_arg_str(req, "cmd"), "connect")) {
+		rp->admin_down = false;
+		peer_reset_backoff(p);
+		log_info("%s: peer %s: connect requested", pri->resource, p->cfg.name);
+	} else {
+		rp->admin_down = true;
+		peer_close(p, NULL);
+		snprintf(p->last_error, sizeof(p->last_error), "disconnected by the administrator");
+		log_info("%s: peer %s: disconnected by the administrator", pri->resource,
+			 p->cfg.name);
+	}
+	stream_update_kernel_mode(pri);
+	stream_update_ring(pri);
+	return 0;
+}
+
+/* replctl resync / verify: start a pass now (the peer must be connected). */
+static int admin_cmd_resync(void *ctx, struct json_object *req, char *err, size_t len)
+{
+	struct primary *pri = admin_primary(ctx);
+	struct replica *rp = admin_peer(pri, req, err, len);
+	bool verify = !strcmp(ctl_arg_str(req, "cmd"), "verify");
+	enum rs_kind kind = verify ? RS_VERIFY : ctl_arg_bool(req, "full") ? RS_FULL : RS_BITMAP;
+	const char *name;
+	int r;
+
+	if (!rp)
+		return -ENOENT;
+	name = rp->conn.cfg.name;
+	if (rp->conn.state != PEER_UP) {
+		snprintf(err, len, "peer %s is not connected", name);
+		return -ENOTCONN;
+	}
+	if (!ring_can_resync(pri->ring)) {
+		snprintf(err, len, "the loaded dm-repl module cannot resync (no DM_REPL_FEAT_RESYNC)");
+		return -EOPNOTSUPP;
+	}
+	if (rp->rs) {
+		snprintf(err, len, "peer %s: a resync or verify is already running", name);
+		return -EBUSY;
+	}
+	if (kind == RS_FULL)
+		rp->need_full = true;
+	if (kind != RS_VERIFY)
+		rp->inconsistent = true;
+	r = stream_resync_start(rp, kind);
+	if (r < 0) {
+		snprintf(err, len, "peer %s: cannot start: %s", name, strerror(-r));
+		return r;
+	}
+	stream_pump(pri);
+	return 0;
+}
+
+const struct ctl_command admin_commands[] = {
+	{ .name = "set-mode", .fn = admin_cmd_set_mode },
+	{ .name = "connect", .fn = admin_cmd_connect },
+	{ .name = "disconnect", .fn = admin_cmd_connect },
+	{ .name = "resync", .fn = admin_cmd_resync },
+	{ .name = "verify", .fn = admin_cmd_resync },
+	{ .name = "discard-my-data", .refuse = "discard-my-data is for a secondary: make this node secondary first" },
+	{ .name = NULL },
+};
+
+/* SIGHUP: peers added, removed, modes and addresses changed; live. */
+int admin_reload(struct primary *pri, const struct config *n)
+{
+	struct replica **nr;
+	unsigned int i, k = 0;
+
+	nr = calloc(n->nr_peers + pri->nr_replicas, sizeof(*nr));
+	if (!nr)
+		return -ENOMEM;
+	for (i = 0; i < n->nr_peers; i++) {
+		const struct config_peer *cp = &n->peers[i];
+		struct replica *rp = stream_find(pri, cp->name);
+
+		if (rp) {
+			struct peer *p = &rp->conn;
+
+			peer_set_backoff(p, n->reconnect_min_ms, n->reconnect_max_ms);
+			if (strcmp(p->cfg.address.text, cp->address.text)) {
+				p->cfg.address = cp->address;
+				peer_close(p, "address changed by reload");
+				p->next_attempt_ms = 0;
+			}
+			admin_set_peer_mode(rp, cp->mode);
+			p->cfg.mode = cp->mode;
+		} else {
+			rp = stream_replica_new(pri, cp);
+			if (!rp) {
+				/* the ones added here go again; the rest stays */
+				while (k--)
+					if (!stream_find(pri, nr[k]->conn.cfg.name))
+						stream_replica_free(nr[k]);
+				free(nr);
+				return -ENOMEM;
+			}
+			peer_set_backoff(&rp->conn, n->reconnect_min_ms, n->reconnect_max_ms);
+			peer_reset_backoff(&rp->conn);
+			log_info("%s: peer %s added by reload", pri->resource, cp->name);
+		}
+		nr[k++] = rp;
+	}
+	for (i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+		unsigned int j;
+		bool kept = false;
+
+		for (j = 0; j < k; j++)
+			kept |= nr[j] == rp;
+		if (!kept) {
+			log_info("%s: peer %s removed by reload", pri->resource, rp->conn.cfg.name);
+			/*
+			 * What it has not acknowledged may sit unread in a
+			 * socket that refers to ring pages (spliced payloads),
+			 * which are reused once released: mark those regions,
+			 * so that re-adding the peer resyncs them.
+			 */
+			if (rp->conn.state == PEER_UP && rp->holds_ring && rp->durable < rp->cursor &&
+			    ring_can_resync(pri->ring))
+				stream_mark_records(pri, rp->durable, rp->cursor);
+			stream_replica_free(rp);
+		}
+	}
+	free(pri->replicas);
+	pri->replicas = nr;
+	pri->nr_replicas = k;
+	/* the manager makes n the configuration once this returns */
+	stream_update_kernel_mode(pri);
+	stream_update_ring(pri);
+	return 0;
+}
+
+void admin_status(struct primary *pri, struct json_object *o)
+{
+	const struct config *c = pri->env->cfg;
+	struct json_object *peers = json_object_new_array(), *k = json_object_new_object();
+	struct ring_info ri;
+	unsigned int i;
+	uint64_t s, used = 0;
+
+	json_object_object_add(o, "generation", genstore_json(&pri->gens));
+	ring_get_info(pri->ring, &ri);
+	for (s = pri->released; s < ri.prod_seq; s++) {
+		const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
+
+		if (rec)
+			used += rec->data_len;
+	}
+	/* what the target says, which is what dmsetup status says */
+	json_object_object_add(k, "mode", json_object_new_string(
+		ri.state & DM_REPL_STATE_SYNC ? "sync" : "async"));
+	json_object_object_add(k, "state", json_object_new_string(
+		ri.state & DM_REPL_STATE_OVERFLOW ? "overflow" :
+		ri.state & DM_REPL_STATE_DEGRADED ? "degraded" : "ok"));
+	json_object_object_add(k, "head", json_object_new_uint64(ri.prod_seq));
+	json_object_object_add(k, "tail", json_object_new_uint64(pri->released));
+	json_object_object_add(k, "acked", json_object_new_uint64(pri->acked));
+	json_object_object_add(k, "ring_bytes", json_object_new_uint64(ri.data_size));
+	json_object_object_add(k, "ring_used_bytes", json_object_new_uint64(used));
+	json_object_object_add(k, "dirty_regions", json_object_new_uint64(ri.dirty_regions));
+	json_object_object_add(k, "overflows", json_object_new_uint64(ri.overflows));
+	json_object_object_add(k, "hold_timeouts", json_object_new_uint64(ri.hold_timeouts));
+	json_object_object_add(k, "stream_id", json_object_new_uint64(ri.ring_id));
+	json_object_object_add(k, "metadata", json_object_new_string(
+		strcmp(c->meta_device, "-") ? c->meta_device :
+		"none: an unclean shutdown means a full resync"));
+	json_object_object_add(o, "device", json_object_new_string(pri->dm_name));
+	json_object_object_add(o, "target", k);
+
+	for (i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+		struct peer *p = &rp->conn;
+		struct json_object *po = json_object_new_object();
+		uint64_t lag_bytes = 0, from = p->state == PEER_UP ? rp->received : rp->durable;
+
+		for (s = from; s < ri.prod_seq; s++) {
+			const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
+
+			if (rec)
+				lag_bytes += rec->data_len;
+		}
+		json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
+		json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
+		json_object_object_add(po, "mode", json_object_new_string(config_mode_name(rp->mode)));
+		json_object_object_add(po, "connection", json_object_new_string(
+			rp->admin_down ? "StandAlone" : peer_state_name(p->state)));
+		json_object_object_add(po, "replication", json_object_new_string(
+			rp->inconsistent ? "Inconsistent" :
+			p->state != PEER_UP ? "Off" :
+			rp->received >= ri.prod_seq ? "Established" : "Catching-up"));
+		json_object_object_add(po, "disk", json_object_new_string(
+			rp->inconsistent ? "Inconsistent" : "UpToDate"));
+		if (rp->rs)
+			resync_status(rp->rs, po);
+		json_object_object_add(po, "resyncs_done", json_object_new_uint64(rp->resyncs_done));
+		json_object_object_add(po, "last_resync_bytes",
+				       json_object_new_uint64(rp->last_resync_bytes));
+		json_object_object_add(po, "verifies_done", json_object_new_uint64(rp->verifies_done));
+		json_object_object_add(po, "last_verify_mismatches",
+				       json_object_new_uint64(rp->last_verify_mismatches));
+		json_object_object_add(po, "sent", json_object_new_uint64(rp->cursor));
+		json_object_object_add(po, "received", json_object_new_uint64(rp->received));
+		json_object_object_add(po, "written", json_object_new_uint64(rp->written));
+		json_object_object_add(po, "durable", json_object_new_uint64(rp->durable));
+		json_object_object_add(po, "lag_records", json_object_new_uint64(
+			ri.prod_seq > from ? ri.prod_seq - from : 0));
+		json_object_object_add(po, "lag_bytes", json_object_new_uint64(lag_bytes));
+		json_object_object_add(po, "records_sent", json_object_new_uint64(p->records_sent));
+		json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
+		json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
+		json_object_object_add(po, "holds_ring", json_object_new_boolean(rp->holds_ring));
+		if (p->last_error[0])
+			json_object_object_add(po, "last_error",
+					       json_object_new_string(p->last_error));
+		json_object_array_add(peers, po);
+	}
+	json_object_object_add(o, "peers", peers);
+}
+
+/* replctl secondary: not while the repl device is in use. */
+int admin_may_switch(struct primary *pri, enum repl_role to, bool force, char *err,
+		     size_t len)
+{
+	struct dmdev_info info;
+
+	if (to != ROLE_SECONDARY || pri->ring_from_caller)
+		return 0;
+	if (dmdev_get(pri->dm_name, &info) == 0 && info.exists && info.open_count > 0) {
+		snprintf(err, len, "/dev/mapper/%s is open (%d users: mounted, or used by LVM?): stop using it first",
+			 pri->dm_name, info.open_count);
+		return -EBUSY;
+	}
+	return 0;
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The control socket (/run/dm-repl/<resource>.sock, mode 0600): one JSON
+ * request per connection, one JSON reply, e.g.
+ *
+ *   {"cmd":"status"}
+ *   {"cmd":"set-mode","peer":"beta","mode":"sync"}
+ *
+ * Replies: the status ({"ok":true, ...}) or {"ok":false,"error":"..."}.
+ *
+ * Commands come from tables (the manager's and the role's).  Clients are
+ * served without blocking the loop: a client has CTL_REQUEST_MS from its
+ * connect to send its whole request and CTL_REPLY_MS to take the reply,
+ * else it is dropped.  At most CTL_MAX_CLIENTS at a time: beyond, the one
+ * that has been sending its request the longest is dropped.
+ */
+#ifndef REPL_CTL_H
+#define REPL_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+struct loop;
+struct ctl;
+
+#define CTL_MAX_REQUEST	4096
+#define CTL_MAX_CLIENTS	32
+#define CTL_REQUEST_MS	1000
+#define CTL_REPLY_MS	5000
+
+struct ctl_command {
+	const char *name;
+	/*
+	 * 0: done, the reply is the status; or a negative errno and a reason
+	 * in err.  NULL: the reply is the status.
+	 */
+	int (*fn)(void *ctx, struct json_object *req, char *err, size_t len);
+	/* not for this node: the reply is this error */
+	const char *refuse;
+};
+
+/* The status every successful command replies with. */
+typedef struct json_object *(*ctl_status_fn)(void *ctx);
+
+/* Bind and listen at path (a stale socket nobody answers is replaced). */
+int ctl_new(struct loop *l, const char *path, ctl_status_fn status, void *status_ctx,
+	    struct ctl **ret);
+/* Closes every client and the socket, and removes it. */
+void ctl_free(struct ctl *c);
+
+/*
+ * The commands of table slot (0 or 1), ending with a { NULL } entry, and
+ * the ctx their fn gets.  Slot 0 is looked up first.
+ */
+void ctl_set_commands(struct ctl *c, unsigned int slot, const struct ctl_command *cmds,
+		      void *ctx);
+
+/* Drop the clients past their deadline. */
+void ctl_tick(struct ctl *c, uint64_t now_ms);
+
+/* A request's string argument, or NULL; a boolean one, false if absent. */
+const char *ctl_arg_str(struct json_object *req, const char *key);
+bool ctl_arg_bool(struct json_object *req, const char *key);
+
+#endif

@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * A primary's connection to one secondary: see peer.h.
+ *
+ * Sending: the queue holds frame headers and pointers to their payloads.
+ * peer_flush() hands the socket as much as it takes with writev() (up to
+ * 64 entries per call, which copies the payloads into the socket once), or,
+ * for a payload of PEER_SPLICE_MIN bytes or more, writes the header into a
+ * pipe, vmsplice()s the payload after it and splice()s the pipe to the
+ * socket, so that the socket refers to the payload's pages.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "peer.h"
+#include "sock.h"
+
+#define PEER_IOV	(2 * 64)
+
+const char *peer_state_name(enum peer_state s)
+{
+	switch (s) {
+	case PEER_DOWN:
+		return "Connecting";	/* drbdadm's word for "trying" */
+	case PEER_CONNECTING:
+		return "Connecting";
+	case PEER_HANDSHAKE:
+		return "Handshake";
+	case PEER_UP:
+		return "Connected";
+	}
+	return "?";
+}
+
+static struct peer_entry *peer_entry(struct peer *p, uint64_t i)
+{
+	return &p->q[i % PEER_QUEUE_LEN];
+}
+
+/* A secondary never sends payloads: a Data frame from it is refused. */
+static void *peer_no_payload(void *ctx, const Dmrepl__V1__Data *d)
+{
+	(void)ctx;
+	(void)d;
+	return NULL;
+}
+
+static void peer_pipe_close(struct peer *p)
+{
+	for (int i = 0; i < 2; i++) {
+		if (p->pipe[i] >= 0)
+			close(p->pipe[i]);
+		p->pipe[i] = -1;
+	}
+	p->pipe_len = 0;
+}
+
+static void peer_arm(struct peer *p, bool out)
+{
+	if (p->ev.fd < 0 || out == p->want_out)
+		return;
+	p->want_out = out;
+	loop_mod(p->loop, &p->ev, EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0));
+}
+
+void peer_close(struct peer *p, const char *why)
+{
+	enum peer_state was = p->state;
+	uint64_t now = loop_now_ms();
+
+	if (p->ev.fd >= 0) {
+		loop_del(p->loop, &p->ev);
+		close(p->ev.fd);
+		p->ev.fd = -1;
+	}
+	peer_pipe_close(p);
+	if (was != PEER_DOWN && why)
+		log_warning("%s: peer %s: connection lost: %s", p->resource, p->cfg.name, why);
+	if (why)
+		snprintf(p->last_error, sizeof(p->last_error), "%s", why);
+	p->state = PEER_DOWN;
+	p->state_since_ms = now;
+	p->want_out = false;
+	/* what is queued goes with the connection */
+	p->head = p->tail;
+	p->off = 0;
+	/* a fresh reader for the next connection */
+	wire_reader_reset(&p->rd);
+	p->next_attempt_ms = now + p->backoff_ms;
+	p->backoff_ms = p->backoff_ms * 2 > p->backoff_max_ms ? p->backoff_max_ms :
+								p->backoff_ms * 2;
+	p->ops->closed(p, was, why);
+}
+
+void peer_set_up(struct peer *p)
+{
+	p->state = PEER_UP;
+	p->state_since_ms = loop_now_ms();
+	p->backoff_ms = p->backoff_min_ms;
+	p->last_error[0] = '\0';
+}
+
+void peer_reset_backoff(struct peer *p)
+{
+	p->next_attempt_ms = 0;
+	p->backoff_ms = p->backoff_min_ms;
+}
+
+void peer_set_backoff(struct peer *p, unsigned int min_ms, unsigned int max_ms)
+{
+	p->backoff_min_ms = min_ms;
+	p->backoff_max_ms = max_ms;
+}
+
+int peer_queue_payload(struct peer *p, const uint8_t *frame, size_t len, const void *payload,
+		       uint32_t payload_len, uint64_t seq, bool splice)
+{
+	struct peer_entry *e;
+
+	if (peer_queued(p) >= PEER_QUEUE_LEN || len > PEER_HDR)
+		return -ENOBUFS;
+	e = peer_entry(p, p->tail);
+	memcpy(e->hdr, frame, len);
+	e->hdr_len = (uint32_t)len;
+	e->payload = payload;
+	e->payload_len = payload ? payload_len : 0;
+	e->seq = seq;
+	e->splice = splice && payload_len >= PEER_SPLICE_MIN && !p->no_splice;
+	p->tail++;
+	return 0;
+}
+
+int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len)
+{
+	return peer_queue_payload(p, frame, len, NULL, 0, UINT64_MAX, false);
+}
+
+/* Account @sent bytes that left the queue (to the socket or the pipe). */
+static void peer_sent(struct peer *p, size_t sent)
+{
+	p->off += sent;
+	while (p->head != p->tail) {
+		struct peer_entry *e = peer_entry(p, p->head);
+		size_t total = e->hdr_len + e->payload_len;
+
+		if (p->off < total)
+			break;
+		p->off -= total;
+		if (e->seq != UINT64_MAX)
+			p->records_sent++;
+		p->head++;
+	}
+}
+
+/* Splicing does not work here: say so once, copy from now on. */
+static void peer_stop_splicing(struct peer *p, const char *what)
+{
+	log_warning("%s: peer %s: %s: %s; sending ring payloads by copy",
+		    p->resource, p->cfg.name, what, strerror(errno));
+	p->no_splice = true;
+	for (uint64_t i = p->head; i != p->tail; i++)
+		peer_entry(p, i)->splice = false;
+}
+
+/*
+ * Move the rest of the head entry (a large payload) into the pipe: the
+ * header by copy, the payload by vmsplice(), which hands the socket
+ * references to its pages.  Returns bytes moved, 0 when the pipe is full,
+ * -1 when splicing failed (the entry is then sent by copy).
+ */
+static ssize_t peer_fill_pipe(struct peer *p)
+{
+	struct peer_entry *e = peer_entry(p, p->head);
+	size_t off = p->off;
+	struct iovec iov;
+	ssize_t n;
+
+	if (p->pipe[0] < 0) {
+		if (pipe2(p->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+			p->pipe[0] = p->pipe[1] = -1;
+			peer_stop_splicing(p, "pipe2");
+			return -1;
+		}
+		/* best effort: a bigger pipe means fewer splice() calls */
+		(void)fcntl(p->pipe[1], F_SETPIPE_SZ, (int)PEER_SPLICE_PIPE);
+	}
+	if (off < e->hdr_len) {
+		n = write(p->pipe[1], e->hdr + off, e->hdr_len - off);
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0) {
+			peer_stop_splicing(p, "pipe write");
+			return -1;
+		}
+		return n;
+	}
+	off -= e->hdr_len;
+	iov.iov_base = (void *)((const uint8_t *)e->payload + off);
+	iov.iov_len = e->payload_len - off;
+	n = vmsplice(p->pipe[1], &iov, 1, SPLICE_F_NONBLOCK);
+	if (n < 0) {
+		if (errno == EAGAIN)
+			return 0;
+		if (p->pipe_len) {
+			/* the header is in the pipe: drain it, then copy */
+			e->splice = false;
+			return 0;
+		}
+		peer_stop_splicing(p, "vmsplice");
+		return -1;
+	}
+	return n;
+}
+
+/*
+ * A write to the socket failed (errno): true to retry it (EINTR);
+ * otherwise wait for EPOLLOUT (EAGAIN) or close the connection.
+ */
+static bool peer_send_failed(struct peer *p)
+{
+	if (errno == EINTR)
+		return true;
+	if (errno == EAGAIN)
+		peer_arm(p, true);
+	else
+		peer_close(p, strerror(errno));
+	return false;
+}
+
+/* @sent bytes reached the socket. */
+static void peer_on_wire(struct peer *p, ssize_t sent)
+{
+	p->bytes_sent += (uint64_t)sent;
+	p->last_tx_ms = loop_now_ms();
+}
+
+void peer_flush(struct peer *p)
+{
+	struct iovec iov[PEER_IOV];
+	bool pipe_full = false;
+	unsigned int n;
+	uint64_t i;
+	ssize_t sent;
+
+	while (p->ev.fd >= 0 && (p->pipe_len || p->head != p->tail)) {
+		size_t off = p->off;
+
+		if (p->head != p->tail && peer_entry(p, p->head)->splice && !pipe_full) {
+			/* header and payload together into the pipe, then out */
+			sent = peer_fill_pipe(p);
+			if (sent > 0) {
+				p->pipe_len += (size_t)sent;
+				peer_sent(p, (size_t)sent);
+			} else if (sent == 0) {
+				pipe_full = true;
+				if (!p->pipe_len) {
+					errno = EAGAIN;
+					peer_stop_splicing(p, "empty pipe refuses data");
+				}
+			}
+			continue;
+		}
+		if (p->pipe_len) {
+			/* what is in the pipe goes first */
+			sent = splice(p->pipe[0], NULL, p->ev.fd, NULL, p->pipe_len,
+				      SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			if (sent < 0) {
+				if (peer_send_failed(p))
+					continue;
+				return;
+			}
+			p->pipe_len -= (size_t)sent;
+			peer_on_wire(p, sent);
+			pipe_full = false;
+			continue;
+		}
+
+		n = 0;
+		for (i = p->head; i != p->tail && n + 2 <= PEER_IOV; i++) {
+			struct peer_entry *e = peer_entry(p, i);
+
+			if (e->splice)
+				break;
+			if (off < e->hdr_len) {
+				iov[n].iov_base = e->hdr + off;
+				iov[n].iov_len = e->hdr_len - off;
+				n++;
+				off = 0;
+			} else {
+				off -= e->hdr_len;
+			}
+			if (e->payload_len) {
+				iov[n].iov_base = (void *)((const uint8_t *)e->payload + off);
+				iov[n].iov_len = e->payload_len - off;
+				n++;
+			}
+			off = 0;
+		}
+		sent = writev(p->ev.fd, iov, (int)n);
+		if (sent < 0) {
+			if (peer_send_failed(p))
+				continue;
+			return;
+		}
+		peer_on_wire(p, sent);
+		peer_sent(p, (size_t)sent);
+	}
+	peer_arm(p, false);
+}
+
+static void peer_read(struct peer *p)
+{
+	struct wire_msg msg;
+	int r;
+
+	r = wire_reader_fill(&p->rd, p->ev.fd);
+	if (r == 0) {
+		peer_close(p, "closed by peer");
+		return;
+	}
+	if (r < 0 && r != -EAGAIN) {
+		peer_close(p, strerror(-r));
+		return;
+	}
+	p->last_rx_ms = loop_now_ms();
+	while (p->ev.fd >= 0 && (r = wire_reader_next(&p->rd, &msg)) > 0)
+		p->ops->frame(p, &msg);
+	if (r == -ENOBUFS && p->ev.fd >= 0)
+		peer_close(p, "Data frame from a secondary");
+	else if (r < 0 && p->ev.fd >= 0)
+		peer_close(p, wire_reader_error(&p->rd));
+}
+
+static void peer_event(struct ev *ev, uint32_t events)
+{
+	struct peer *p = container_of(ev, struct peer, ev);
+
+	if (p->state == PEER_CONNECTING && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		getsockopt(ev->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			char why[320];
+
+			snprintf(why, sizeof(why), "connect %s: %s", p->cfg.address.text,
+				 strerror(err));
+			peer_close(p, why);
+			return;
+		}
+		p->state = PEER_HANDSHAKE;
+		p->state_since_ms = loop_now_ms();
+		p->ops->connected(p);
+	}
+	if (p->ev.fd >= 0 && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		peer_read(p);
+	/* peer_flush() disarms EPOLLOUT once the queue is empty */
+	if (p->ev.fd >= 0 && (events & EPOLLOUT))
+		peer_flush(p);
+	if (p->ev.fd >= 0)
+		p->ops->pump(p);
+}
+
+void peer_connect(struct peer *p)
+{
+	uint64_t now = loop_now_ms();
+	int fd, r;
+
+	fd = socket(p->cfg.address.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		peer_close(p, "socket() failed");
+		return;
+	}
+	sock_tune(fd);
+	p->ev.fd = fd;
+	p->connects++;
+	r = connect(fd, (struct sockaddr *)&p->cfg.address.sa, p->cfg.address.len);
+	if (r < 0 && errno != EINPROGRESS) {
+		char why[320];
+
+		snprintf(why, sizeof(why), "connect %s: %s", p->cfg.address.text, strerror(errno));
+		close(fd);
+		p->ev.fd = -1;
+		peer_close(p, why);
+		return;
+	}
+	p->state = PEER_CONNECTING;
+	p->state_since_ms = now;
+	p->last_rx_ms = now;
+	p->want_out = true;
+	r = loop_add(p->loop, &p->ev, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+	if (r < 0)
+		peer_close(p, "epoll");
+}
+
+void peer_tick(struct peer *p, uint64_t now, bool may_connect, unsigned int timeout_ms,
+	       unsigned int keepalive_ms)
+{
+	switch (p->state) {
+	case PEER_DOWN:
+		if (may_connect && now >= p->next_attempt_ms)
+			peer_connect(p);
+		break;
+	case PEER_CONNECTING:
+	case PEER_HANDSHAKE:
+		if (now - p->state_since_ms > timeout_ms)
+			peer_close(p, "handshake timed out");
+		break;
+	case PEER_UP:
+		if (now - p->last_rx_ms > timeout_ms) {
+			peer_close(p, "no answer within peer-timeout-ms");
+			break;
+		}
+		if (now - p->last_tx_ms >= keepalive_ms && p->head == p->tail) {
+			uint8_t buf[32];
+			ssize_t k = wire_encode_keepalive(buf, sizeof(buf), now);
+
+			if (k > 0 && peer_queue_frame(p, buf, (size_t)k) == 0)
+				peer_flush(p);
+		}
+		break;
+	}
+}
+
+int peer_init(struct peer *p, struct loop *l, const struct peer_ops *ops, const char *resource,
+	      const struct config_peer *cfg, unsigned int backoff_min_ms,
+	      unsigned int backoff_max_ms)
+{
+	memset(p, 0, sizeof(*p));
+	p->q = calloc(PEER_QUEUE_LEN, sizeof(*p->q));
+	if (!p->q || wire_reader_init(&p->rd, peer_no_payload, NULL) < 0) {
+		free(p->q);
+		p->q = NULL;
+		return -ENOMEM;
+	}
+	p->loop = l;
+	p->ops = ops;
+	snprintf(p->resource, sizeof(p->resource), "%s", resource);
+	p->cfg = *cfg;
+	p->ev = (struct ev) { .fd = -1, .fn = peer_event };
+	p->pipe[0] = p->pipe[1] = -1;
+	p->backoff_min_ms = backoff_min_ms;
+	p->backoff_max_ms = backoff_max_ms;
+	p->backoff_ms = backoff_min_ms;
+	p->state_since_ms = loop_now_ms();
+	return 0;
+}
+
+void peer_fini(struct peer *p)
+{
+	if (p->ev.fd >= 0) {
+		loop_del(p->loop, &p->ev);
+		close(p->ev.fd);
+		p->ev.fd = -1;
+	} else {
+		loop_del(p->loop, &p->ev);	/* events of this batch */
+	}
+	peer_pipe_close(p);
+	wire_reader_free(&p->rd);
+	free(p->q);
+	p->q = NULL;
+}

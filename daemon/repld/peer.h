@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A primary's connection to one secondary: connect with backoff, the
+ * send queue, splicing of ring payloads, the incremental reader, keepalives
+ * and timeouts.  Replication (primary.c, stream.c) and resync (resync.c)
+ * queue their frames here alike.
+ *
+ * The owner embeds a struct peer and is told what happens through struct
+ * peer_ops: the TCP connection is up (send the Hello), a frame arrived, an
+ * event was handled (queue what can go now), the connection is gone.  It
+ * decides when a handshake is done (peer_set_up()).
+ */
+#ifndef REPL_PEER_H
+#define REPL_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "loop.h"
+#include "wire.h"
+
+enum peer_state {
+	PEER_DOWN = 0,		/* not connected; reconnect at next_attempt_ms */
+	PEER_CONNECTING,	/* connect() in progress */
+	PEER_HANDSHAKE,		/* connected, the handshake not done */
+	PEER_UP,		/* streaming */
+};
+
+/* A frame queued for sending: a header (at most PEER_HDR bytes), then an
+ * optional payload that the queue only points to. */
+#define PEER_QUEUE_LEN	512
+#define PEER_HDR	96
+
+/*
+ * Ring payloads of at least this size go to the socket without a copy:
+ * vmsplice() into a pipe, splice() to the socket, so the socket refers to
+ * the ring's pages.  That is safe because the kernel reuses ring space
+ * only after release, and release waits for the peer's durable ack, long
+ * after the peer has read the bytes.  Smaller payloads are cheaper to copy.
+ */
+#define PEER_SPLICE_MIN		(64U << 10)
+#define PEER_SPLICE_PIPE	(1U << 20)
+
+struct peer_entry {
+	uint8_t hdr[PEER_HDR];
+	uint32_t hdr_len;
+	uint32_t payload_len;
+	const void *payload;
+	uint64_t seq;			/* record sequence, or UINT64_MAX */
+	bool splice;			/* payload may be spliced */
+};
+
+struct peer;
+
+struct peer_ops {
+	/* TCP is up (state PEER_HANDSHAKE): queue the Hello. */
+	void (*connected)(struct peer *p);
+	/* A frame arrived; the owner may close the connection in it. */
+	void (*frame)(struct peer *p, const struct wire_msg *msg);
+	/* An event was handled and the connection is open: queue more. */
+	void (*pump)(struct peer *p);
+	/* The connection is gone (state PEER_DOWN now, was before); why
+	 * NULL: closed on request. */
+	void (*closed)(struct peer *p, enum peer_state was, const char *why);
+};
+
+struct peer {
+	struct loop *loop;
+	const struct peer_ops *ops;
+	struct ev ev;
+	char resource[CONFIG_NAME_MAX + 1];	/* for messages */
+	struct config_peer cfg;		/* name, address */
+	enum peer_state state;
+	bool want_out;			/* EPOLLOUT armed: the socket is full */
+	uint64_t next_attempt_ms;
+	unsigned int backoff_ms, backoff_min_ms, backoff_max_ms;
+	uint64_t last_rx_ms, last_tx_ms, state_since_ms;
+	struct wire_reader rd;
+
+	/* send queue: a ring of entries, [head, tail) */
+	struct peer_entry *q;
+	uint64_t head, tail;
+	size_t off;			/* bytes of q[head] already sent */
+	int pipe[2];			/* for splicing payloads, or -1 */
+	size_t pipe_len;		/* bytes in the pipe, not yet on the socket */
+	bool no_splice;			/* splicing failed once: copy instead */
+
+	uint64_t records_sent, bytes_sent, connects;
+	char last_error[1024];
+};
+
+int peer_init(struct peer *p, struct loop *l, const struct peer_ops *ops, const char *resource,
+	      const struct config_peer *cfg, unsigned int backoff_min_ms,
+	      unsigned int backoff_max_ms);
+/* Close the socket without calling back; free the buffers. */
+void peer_fini(struct peer *p);
+
+/* Start connecting now (state PEER_CONNECTING, or PEER_DOWN on failure). */
+void peer_connect(struct peer *p);
+/* Close, call ops->closed, and retry after the backoff. */
+void peer_close(struct peer *p, const char *why);
+/* The handshake is done: streaming, the backoff starts over. */
+void peer_set_up(struct peer *p);
+/* Connect again at once next time (a changed address, an admin request). */
+void peer_reset_backoff(struct peer *p);
+/* The bounds of the reconnect backoff (a reload). */
+void peer_set_backoff(struct peer *p, unsigned int min_ms, unsigned int max_ms);
+
+/* Queue a frame of len bytes (copied): -ENOBUFS when the queue is full. */
+int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len);
+/*
+ * Queue a frame (copied) and a payload it points to, which must stay
+ * valid until it is sent; seq: the record's sequence or UINT64_MAX; splice:
+ * the payload is in the ring and may be spliced.  -ENOBUFS when full.
+ */
+int peer_queue_payload(struct peer *p, const uint8_t *frame, size_t len, const void *payload,
+		       uint32_t payload_len, uint64_t seq, bool splice);
+/* Entries queued and not sent. */
+static inline unsigned int peer_queued(const struct peer *p)
+{
+	return (unsigned int)(p->tail - p->head);
+}
+/* Entries queued so far, ever; an entry is sent once peer_sent_upto() passes it. */
+static inline uint64_t peer_queue_mark(const struct peer *p)
+{
+	return p->tail;
+}
+static inline uint64_t peer_sent_upto(const struct peer *p)
+{
+	return p->head;
+}
+
+/* Send what the socket takes; EPOLLOUT when it is full. */
+void peer_flush(struct peer *p);
+/* Reconnects, handshake deadline, peer-timeout, keepalives. */
+void peer_tick(struct peer *p, uint64_t now, bool may_connect, unsigned int timeout_ms,
+	       unsigned int keepalive_ms);
+
+/* "Connecting", "Handshake", "Connected": the words of drbdadm status. */
+const char *peer_state_name(enum peer_state s);
+
+#endif

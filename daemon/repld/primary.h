@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The primary role's state, private to its files:
+ *
+ *   primary.c    the role: start and stop, the tick, the ring's and the
+ *                peers' events, the frames a secondary sends
+ *   stream.c     the stream: records from the ring to every peer, release
+ *                and ack published to the kernel, the target's mode, the
+ *                data generation, resync passes started and driven
+ *   handshake.c  a secondary's Hello and bitmap: where its stream resumes
+ *                and what it needs, or why it is refused
+ *   admin.c      control commands, reload, status
+ *
+ * Calls go down that list, never up: primary.c -> admin.c, handshake.c ->
+ * stream.c -> peer.c, resync.c.
+ */
+#ifndef REPL_PRIMARY_H
+#define REPL_PRIMARY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+#include "ctl.h"
+#include "gens.h"
+#include "genstore.h"
+#include "manager.h"
+#include "peer.h"
+#include "resync.h"
+#include "role.h"
+
+struct primary;
+struct ring;
+
+/* A secondary as the primary sees it: its connection and its stream. */
+struct replica {
+	struct peer conn;
+	struct primary *pri;
+	enum peer_mode mode;		/* live; starts as configured (conn.cfg.mode) */
+	bool admin_down;		/* replctl disconnect */
+	bool removed;			/* dropped from the config by a reload */
+
+	/* the stream */
+	uint64_t cursor;		/* next record to queue */
+	uint64_t received, written, durable;	/* the peer's acks */
+	bool holds_ring;		/* release waits for this peer */
+	bool inconsistent;		/* its copy has a hole: needs resync */
+	bool ever_connected;
+
+	/* resync */
+	struct resync *rs;		/* the pass running, or NULL */
+	bool need_full;			/* its copy is unknown: every region */
+	bool rs_again;			/* start another bitmap pass after this */
+	bool join_pending;		/* sent the JOIN flush, no answer yet */
+	uint64_t resyncs_done, last_resync_bytes;
+	uint64_t verifies_done, last_verify_mismatches;
+	struct gens peer_gens;		/* from its Hello */
+	bool peer_bitmap_done;		/* its PeerBitmap arrived in full */
+	uint64_t peer_bitmap_regions;	/* regions it marked */
+	bool split_brain;		/* refused: divergent data */
+};
+
+struct primary {
+	struct role role;
+	struct role_env *env;
+	char resource[CONFIG_NAME_MAX + 1];
+	char dm_name[CONFIG_NAME_MAX + 1];
+	struct ring *ring;
+	bool ring_from_caller;
+	const struct manager_kernel_ops *kops;
+	void *kctx;
+	struct ev ev_ring;
+	const struct peer_ops *peer_ops;	/* of every replica's connection */
+	unsigned int nr_replicas;
+	struct replica **replicas;
+	uint64_t released;		/* what we told the kernel */
+	uint64_t acked;
+	bool kernel_sync;		/* mode we set in the target */
+	bool kernel_mode_known;
+	uint32_t kernel_state;
+	uint64_t drain_target;		/* prod when the drain began */
+
+	/* generation identifiers */
+	struct genstore gs;
+	struct gens gens;
+	bool rotate_pending;		/* new generation at the next write */
+	uint64_t rotate_mark;		/* ... a record at or after this */
+
+	uint64_t marked_upto;		/* records below: regions marked for
+					 * peers that stopped holding the ring */
+	uint64_t last_marked_region;
+	struct resync_io *rs_io;	/* resync reads, opened on first use */
+};
+
+/* ---- stream.c ------------------------------------------------------------ */
+
+/* A replica of configured peer cp (not connected), its stream at the tail. */
+struct replica *stream_replica_new(struct primary *pri, const struct config_peer *cp);
+void stream_replica_free(struct replica *rp);
+struct replica *stream_find(struct primary *pri, const char *name);
+/* The peer counts for the target's sync mode (sync or semi-sync, not down by the admin). */
+bool stream_counts_for_sync(const struct replica *rp);
+/* Set the target's mode from the peers' modes (live, no reconnect). */
+void stream_update_kernel_mode(struct primary *pri);
+/* Publish release and ack to the kernel when they moved. */
+void stream_update_ring(struct primary *pri);
+/* Mark the regions of records [from, to) dirty in the target's bitmap. */
+void stream_mark_records(struct primary *pri, uint64_t from, uint64_t to);
+/* Queue and send what the ring has for every connected peer; drive resyncs. */
+void stream_pump(struct primary *pri);
+/* Records queued to the peer from the ring, as far as its queue takes them. */
+void stream_fill(struct replica *rp, uint64_t prod);
+/* The peer needs no resync: it joins our current generation. */
+void stream_send_join(struct replica *rp);
+/* Every peer UpToDate in our generation: forget the bitmap's generation. */
+void stream_check_in_sync(struct primary *pri);
+/* Stop the peer's resync pass, if any; why: it was interrupted. */
+void stream_resync_stop(struct replica *rp, const char *why);
+/* Start a pass of kind for the connected peer now. */
+int stream_resync_start(struct replica *rp, enum rs_kind kind);
+/* The peer's acks, checked; false: invalid (the caller closes). */
+bool stream_ack(struct replica *rp, uint64_t received, uint64_t written, uint64_t durable);
+/* A ResyncFlushed from the peer. */
+void stream_resync_flushed(struct replica *rp, uint64_t id);
+/* ring fill in per cent of the tighter of data and record slots */
+unsigned int stream_ring_fill_pct(struct primary *pri);
+/* Store the generation identifiers. */
+int stream_save_gens(struct primary *pri);
+
+/* ---- handshake.c ----------------------------------------------------------- */
+
+/* TCP is up: queue our Hello. */
+void handshake_hello(struct replica *rp);
+/* The peer's Hello: 0 (streaming), or the connection is closed. */
+void handshake_reply(struct replica *rp, const Dmrepl__V1__Hello *h);
+/* A piece of the peer's own bitmap. */
+void handshake_bitmap(struct replica *rp, const Dmrepl__V1__PeerBitmap *b);
+
+/* ---- admin.c ----------------------------------------------------------------- */
+
+extern const struct ctl_command admin_commands[];
+int admin_reload(struct primary *pri, const struct config *n);
+void admin_status(struct primary *pri, struct json_object *o);
+int admin_may_switch(struct primary *pri, enum repl_role to, bool force, char *err,
+		     size_t len);
+
+#endif

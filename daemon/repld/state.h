@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A secondary's resume point: <state-dir>/<resource>.state, one line
+ *
+ *   stream <ring id, hex> durable <seq> consistent <0|1> discard <0|1>
+ *
+ * written atomically (a new file renamed over the old one, after an
+ * fdatasync) whenever it changes: every record below <seq> of that stream
+ * is durable here; consistent: no resync is pending; discard: the
+ * administrator gave up this copy's own changes (discard-my-data).
+ */
+#ifndef REPL_STATE_H
+#define REPL_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct state {
+	uint64_t stream_id;
+	uint64_t durable;
+	bool consistent;
+	bool discard_my_data;
+};
+
+int state_path(const char *dir, const char *resource, char *buf, size_t len);
+/* 0; -ENOENT (no file yet), -EBADMSG (unreadable), -errno.  *ret untouched on failure. */
+int state_load(const char *dir, const char *resource, struct state *ret);
+int state_save(const char *dir, const char *resource, const struct state *s);
+
+#endif

@@ -1,0 +1,476 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The primary's stream: consume the ring, ship every record to every peer.
+ *
+ * Each peer (struct replica) has a cursor (next record to queue), a send
+ * queue of frames whose payloads point into the ring's read-only data area
+ * (its connection, peer.c), and the three cumulative acknowledgments it
+ * sent back (received, written, durable).
+ *
+ * What the kernel is told:
+ *  - release_seq = min(durable) over the peers that still hold the ring:
+ *    a peer that reconnects resumes from its durable point, so records
+ *    stay until every such peer has them durably.  A peer that is down
+ *    while the ring is more than half full stops holding it and is marked
+ *    inconsistent (its copy then needs a resync).
+ *  - ack_seq = min over sync peers of "written" and over semi-sync peers
+ *    of "received"; everything published when there is none.
+ *  - the target's mode is sync while any sync or semi-sync peer is
+ *    configured and not disconnected by the administrator; a peer that is
+ *    gone makes writes wait up to the hold timeout, then the target
+ *    degrades by itself and comes back once the peer has caught up.
+ *
+ * The data generation (gens.h) moves on at the first write while some
+ * peer is not in sync; the peers that are join it, and its bitmap
+ * generation is forgotten once every peer is UpToDate again.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "loop.h"
+#include "primary.h"
+#include "ring.h"
+
+bool stream_counts_for_sync(const struct replica *rp)
+{
+	return !rp->admin_down && !rp->removed && rp->mode != MODE_ASYNC;
+}
+
+void stream_update_kernel_mode(struct primary *pri)
+{
+	bool sync = false;
+	unsigned int i;
+	int r;
+
+	for (i = 0; i < pri->nr_replicas; i++)
+		sync |= stream_counts_for_sync(pri->replicas[i]);
+	if (pri->kernel_mode_known && sync == pri->kernel_sync)
+		return;
+	r = pri->kops->set_mode(pri->kctx, sync);
+	if (r < 0) {
+		log_error_errno(r, "%s: cannot set the target to %s mode", pri->resource,
+				sync ? "sync" : "async");
+		return;
+	}
+	log_info("%s: target in %s mode", pri->resource, sync ? "sync" : "async");
+	pri->kernel_sync = sync;
+	pri->kernel_mode_known = true;
+}
+
+unsigned int stream_ring_fill_pct(struct primary *pri)
+{
+	struct ring_info ri;
+	uint64_t recs, bytes = 0, s;
+	const struct dm_repl_rec *rec;
+
+	ring_get_info(pri->ring, &ri);
+	recs = ri.prod_seq - pri->released;
+	for (s = pri->released; s < ri.prod_seq; s++) {
+		rec = ring_rec(pri->ring, s);
+		if (rec)
+			bytes += rec->data_len;
+	}
+	s = recs * 100 / ri.nr_recs;
+	return (unsigned int)(bytes * 100 / ri.data_size > s ? bytes * 100 / ri.data_size : s);
+}
+
+void stream_mark_records(struct primary *pri, uint64_t from, uint64_t to)
+{
+	struct ring_info ri;
+
+	ring_get_info(pri->ring, &ri);
+	for (uint64_t s = from; s < to; s++) {
+		const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
+		unsigned int shift = ri.region_shift - 9;
+		uint64_t first, last;
+
+		if (!rec || !rec->nr_sectors || rec->sector >= ri.dev_sectors ||
+		    rec->nr_sectors > ri.dev_sectors - rec->sector)
+			continue;
+		first = rec->sector >> shift;
+		last = (rec->sector + rec->nr_sectors - 1) >> shift;
+		if (first == pri->last_marked_region && last == first)
+			continue;	/* a run of writes to one region: once */
+		pri->last_marked_region = last;
+		if (ring_mark_dirty(pri->ring, first, last - first + 1) < 0)
+			log_warning("%s: cannot mark regions %" PRIu64 "..%" PRIu64 " dirty",
+				    pri->resource, first, last);
+	}
+}
+
+/*
+ * Records about to be released that a peer which stopped holding the ring
+ * never got: their regions go into the target's bitmap first, so that
+ * peer's bitmap resync covers them.
+ */
+static void stream_mark_released(struct primary *pri, uint64_t release)
+{
+	uint64_t s = pri->released > pri->marked_upto ? pri->released : pri->marked_upto;
+	unsigned int i;
+	bool needed = false;
+
+	for (i = 0; i < pri->nr_replicas; i++)
+		needed |= !pri->replicas[i]->holds_ring && !pri->replicas[i]->removed;
+	if (needed && ring_can_resync(pri->ring))
+		stream_mark_records(pri, s, release);
+	pri->marked_upto = release;
+}
+
+void stream_update_ring(struct primary *pri)
+{
+	uint64_t prod = ring_prod(pri->ring), release = prod, ack = prod;
+	bool any_sync = false;
+	unsigned int i;
+	int r;
+
+	for (i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+
+		if (rp->holds_ring && rp->durable < release)
+			release = rp->durable;
+		if (!stream_counts_for_sync(rp))
+			continue;
+		any_sync = true;
+		if (rp->mode == MODE_SYNC && rp->written < ack)
+			ack = rp->written;
+		if (rp->mode == MODE_SEMI_SYNC && rp->received < ack)
+			ack = rp->received;
+	}
+	if (!any_sync)
+		ack = prod;
+	if (release < pri->released)
+		release = pri->released;
+	if (ack < pri->acked)
+		ack = pri->acked;
+	if (release == pri->released && ack == pri->acked)
+		return;
+	if (release > pri->released)
+		stream_mark_released(pri, release);
+	r = ring_update(pri->ring, release, ack);
+	if (r < 0) {
+		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
+				pri->resource, release, ack);
+		return;
+	}
+	pri->released = release;
+	pri->acked = ack;
+}
+
+/* ---- replicas ------------------------------------------------------------------- */
+
+struct replica *stream_replica_new(struct primary *pri, const struct config_peer *cp)
+{
+	const struct config *c = pri->env->cfg;
+	struct replica *rp = calloc(1, sizeof(*rp));
+
+	if (!rp)
+		return NULL;
+	if (peer_init(&rp->conn, pri->env->loop, pri->peer_ops, pri->resource, cp,
+		      c->reconnect_min_ms, c->reconnect_max_ms) < 0) {
+		free(rp);
+		return NULL;
+	}
+	rp->pri = pri;
+	rp->mode = cp->mode;
+	rp->holds_ring = true;
+	rp->cursor = pri->released;
+	rp->received = rp->written = rp->durable = pri->released;
+	return rp;
+}
+
+void stream_replica_free(struct replica *rp)
+{
+	if (!rp)
+		return;
+	resync_free(rp->rs, NULL);
+	peer_fini(&rp->conn);
+	free(rp);
+}
+
+struct replica *stream_find(struct primary *pri, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < pri->nr_replicas; i++)
+		if (!pri->replicas[i]->removed && !strcmp(pri->replicas[i]->conn.cfg.name, name))
+			return pri->replicas[i];
+	return NULL;
+}
+
+int stream_save_gens(struct primary *pri)
+{
+	return genstore_save(&pri->gs, &pri->gens);
+}
+
+/* ---- sending ------------------------------------------------------------------------ */
+
+/* Queue records from the ring: header frame + payload pointing into it. */
+void stream_fill(struct replica *rp, uint64_t prod)
+{
+	struct primary *pri = rp->pri;
+	struct peer *p = &rp->conn;
+
+	while (rp->cursor < prod && peer_queued(p) < PEER_QUEUE_LEN) {
+		const struct dm_repl_rec *rec = ring_rec(pri->ring, rp->cursor);
+		uint8_t hdr[PEER_HDR];
+		const void *payload;
+		uint32_t len;
+		ssize_t n;
+
+		if (!rec || ring_payload(pri->ring, rec, &payload, &len) < 0) {
+			log_error("%s: record %" PRIu64 " unreadable in the ring", pri->resource,
+				  rp->cursor);
+			peer_close(p, "ring record unreadable");
+			return;
+		}
+		if (rec->op == DM_REPL_OP_GAP) {
+			/* the kernel stopped logging for a while: a hole */
+			if (!rp->inconsistent)
+				log_warning("%s: peer %s: the ring overflowed (GAP at record %" PRIu64
+					    "): it needs a resync", pri->resource, p->cfg.name,
+					    rp->cursor);
+			rp->inconsistent = true;
+			if (rp->rs)
+				rp->rs_again = true;	/* new regions in the bitmap */
+		} else if (rp->rs && rec->nr_sectors) {
+			resync_taint(rp->rs, rec->sector, rec->nr_sectors);
+		}
+		/* a GAP travels too: sequence numbers stay contiguous */
+		n = wire_encode_data(hdr, sizeof(hdr), rec);
+		if (n < 0) {
+			peer_close(p, "cannot encode a record");
+			return;
+		}
+		peer_queue_payload(p, hdr, (size_t)n, payload, len, rp->cursor, true);
+		rp->cursor++;
+	}
+}
+
+void stream_send_join(struct replica *rp)
+{
+	uint8_t buf[64];
+	ssize_t k = wire_encode_resync_flush(buf, sizeof(buf), RESYNC_JOIN_FLUSH_ID, true,
+					     rp->pri->gens.current);
+
+	if (k < 0 || peer_queue_frame(&rp->conn, buf, (size_t)k) < 0)
+		peer_close(&rp->conn, "cannot queue a ResyncFlush");
+}
+
+/*
+ * The first write while some peer is not in sync: a new data generation,
+ * so that a peer that went away (and maybe became primary) is recognised
+ * as behind -- or as a split brain -- when it comes back.
+ */
+static void stream_rotate(struct primary *pri)
+{
+	uint64_t old = pri->gens.current;
+
+	pri->rotate_pending = false;
+	gens_rotate(&pri->gens);
+	if (stream_save_gens(pri) < 0)
+		return;
+	log_info("%s: writes without every peer: data generation %016" PRIx64 " -> %016" PRIx64
+		 " (bitmap from %016" PRIx64 ")", pri->resource, old, pri->gens.current,
+		 pri->gens.bitmap);
+	/* the peers that are here and in sync get every write: they join */
+	for (unsigned int i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+
+		if (rp->conn.state != PEER_UP || rp->inconsistent || rp->rs ||
+		    !rp->peer_bitmap_done)
+			continue;
+		rp->join_pending = true;
+		stream_send_join(rp);
+	}
+}
+
+void stream_check_in_sync(struct primary *pri)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < pri->nr_replicas; i++) {
+		const struct replica *rp = pri->replicas[i];
+
+		if (rp->removed)
+			continue;
+		if (rp->conn.state != PEER_UP || rp->inconsistent || rp->rs ||
+		    !rp->peer_bitmap_done || rp->join_pending)
+			return;
+		n++;
+	}
+	if (!n || (!pri->gens.bitmap && !pri->gens.history && !pri->rotate_pending))
+		return;
+	pri->rotate_pending = false;
+	if (pri->gens.bitmap || pri->gens.history) {
+		pri->gens.bitmap = pri->gens.history = 0;
+		if (stream_save_gens(pri) == 0)
+			log_info("%s: every peer UpToDate in generation %016" PRIx64,
+				 pri->resource, pri->gens.current);
+	}
+}
+
+/* ---- resync -------------------------------------------------------------------------- */
+
+void stream_resync_stop(struct replica *rp, const char *why)
+{
+	if (!rp->rs)
+		return;
+	rp->rs_again |= resync_again(rp->rs);
+	resync_free(rp->rs, why);
+	rp->rs = NULL;
+}
+
+static void stream_resync_completed(void *ctx)
+{
+	stream_pump(ctx);
+}
+
+int stream_resync_start(struct replica *rp, enum rs_kind kind)
+{
+	struct primary *pri = rp->pri;
+	const struct config *c = pri->env->cfg;
+	int r;
+
+	if (rp->rs)
+		return -EBUSY;
+	if (!pri->rs_io) {
+		r = resync_io_new(pri->env->loop, c->device, stream_resync_completed, pri,
+				  &pri->rs_io);
+		if (r < 0)
+			return log_error_errno(r, "%s: %s for resync reads", pri->resource,
+					       c->device);
+	}
+	r = resync_new(pri->rs_io, pri->ring, &rp->conn, pri->resource, kind,
+		       c->resync_checksums, &rp->rs);
+	if (r == 0 || r == -ENOBUFS)
+		rp->rs_again = false;
+	if (r < 0 && r != -ENOBUFS)
+		return log_error_errno(r, "%s: the target's dirty bitmap", pri->resource);
+	return r;
+}
+
+/* Another peer still needs a resync: keep the regions dirty. */
+static bool stream_others_need_resync(const struct replica *rp)
+{
+	struct primary *pri = rp->pri;
+	unsigned int i;
+
+	for (i = 0; i < pri->nr_replicas; i++) {
+		const struct replica *q = pri->replicas[i];
+
+		if (q != rp && !q->removed && q->inconsistent)
+			return true;
+	}
+	return false;
+}
+
+void stream_resync_flushed(struct replica *rp, uint64_t id)
+{
+	struct primary *pri = rp->pri;
+	int r;
+
+	if (id == RESYNC_JOIN_FLUSH_ID) {	/* maybe answered twice */
+		rp->join_pending = false;
+		log_info("%s: peer %s: UpToDate in generation %016" PRIx64, pri->resource,
+			 rp->conn.cfg.name, pri->gens.current);
+		return;
+	}
+	r = rp->rs ? resync_flushed(rp->rs, id, !stream_others_need_resync(rp)) : -EPROTO;
+	if (r < 0) {
+		peer_close(&rp->conn, "unexpected ResyncFlushed");
+		return;
+	}
+	if (r == RESYNC_DONE) {
+		rp->inconsistent = false;
+		rp->need_full = false;
+		rp->resyncs_done++;
+		rp->last_resync_bytes = resync_sent_bytes(rp->rs);
+		stream_resync_stop(rp, NULL);
+	}
+}
+
+/* Drive the peer's pass; a verify's result and a failure end it here. */
+static void stream_resync_step(struct replica *rp)
+{
+	const struct config *c = rp->pri->env->cfg;
+	int r = resync_step(rp->rs, rp->cursor, c->resync_rate_mb, rp->pri->gens.current);
+
+	if (r == RESYNC_VERIFIED) {
+		uint64_t n = resync_mismatches(rp->rs);
+
+		rp->last_verify_mismatches = n;
+		rp->verifies_done++;
+		if (n) {
+			rp->inconsistent = true;
+			rp->rs_again = true;
+		}
+		stream_resync_stop(rp, NULL);
+	} else if (r < 0) {
+		stream_resync_stop(rp, resync_why(rp->rs));
+	}
+}
+
+/* Start what should run, drive what runs. */
+static void stream_resync_pump(struct primary *pri)
+{
+	unsigned int i;
+
+	for (i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+
+		if (rp->conn.state != PEER_UP) {
+			stream_resync_stop(rp, "connection lost");
+			continue;
+		}
+		if (!rp->peer_bitmap_done)
+			continue;	/* its own regions come first */
+		if (!rp->rs && rp->inconsistent && !rp->join_pending &&
+		    ring_can_resync(pri->ring))
+			stream_resync_start(rp, rp->need_full ? RS_FULL : RS_BITMAP);
+		else if (!rp->rs && rp->rs_again)
+			stream_resync_start(rp, RS_BITMAP);
+		if (rp->rs) {
+			stream_resync_step(rp);
+			peer_flush(&rp->conn);
+		}
+	}
+}
+
+void stream_pump(struct primary *pri)
+{
+	uint64_t prod = ring_prod(pri->ring);
+	unsigned int i;
+
+	for (i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+		struct peer *p = &rp->conn;
+
+		if (p->state != PEER_UP || p->want_out)
+			continue;
+		do {
+			stream_fill(rp, prod);
+			peer_flush(p);
+		} while (p->state == PEER_UP && !p->want_out && rp->cursor < prod);
+	}
+	ring_mark_read(pri->ring, prod);
+	if (pri->rotate_pending && prod > pri->rotate_mark)
+		stream_rotate(pri);
+	stream_resync_pump(pri);
+}
+
+bool stream_ack(struct replica *rp, uint64_t received, uint64_t written, uint64_t durable)
+{
+	/* cumulative and monotonic; never beyond what we sent */
+	if (received > rp->cursor || written > received || durable > received ||
+	    received < rp->received || written < rp->written || durable < rp->durable)
+		return false;
+	rp->received = received;
+	rp->written = written;
+	rp->durable = durable;
+	stream_update_ring(rp->pri);
+	return true;
+}
