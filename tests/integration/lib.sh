@@ -20,9 +20,7 @@ cleanup() {
 	wait 2>/dev/null || true
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-pass() { echo "PASS: $*"; }
-log() { echo "[$(date +%T.%N | cut -c1-12)] $*"; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 
 # free_port : a TCP port nobody listens on now
 free_port() {
@@ -38,19 +36,9 @@ free_port() {
 declare -A SEC_PID SEC_PORT
 secondary_config() {
 	local n=$1 port=$2
-	cat > "$T/$n.conf" <<EOC
-resource = "r0";
-node = "$n";
-role = "secondary";
-device = "$T/$n.img";
-listen = "127.0.0.1:$port";
-state-dir = "$T/state-$n";
-control-socket = "$T/$n.sock";
-keepalive-ms = 200;
-peer-timeout-ms = 2000;
-checkpoint-ms = 200;
-peers = ( { name = "alpha"; address = "127.0.0.1"; } );
-EOC
+	repl_conf "$T/$n.conf" resource=r0 node="$n" role=secondary device="$T/$n.img" \
+		listen="127.0.0.1:$port" state-dir="$T/state-$n" control-socket="$T/$n.sock" \
+		keepalive-ms=200 peer-timeout-ms=2000 checkpoint-ms=200 peer=alpha@127.0.0.1
 }
 secondary_start() {
 	local n=$1
@@ -78,28 +66,16 @@ secondary_stop() {
 
 # primary_config PEER:MODE... : the sim primary's configuration
 primary_config() {
-	local p n m peers=""
+	local p peers=()
 	for p in "$@"; do
-		n=${p%%:*}; m=${p#*:}
-		peers="$peers${peers:+,} { name = \"$n\"; address = \"127.0.0.1:${SEC_PORT[$n]}\"; mode = \"$m\"; }"
+		peers+=("peer=${p%%:*}@127.0.0.1:${SEC_PORT[${p%%:*}]}/${p#*:}")
 	done
-	cat > "$T/alpha.conf" <<EOC
-resource = "r0";
-node = "alpha";
-role = "primary";
-device = "$T/alpha.img";
-control-socket = "$T/alpha.sock";
-state-dir = "$T/state-alpha";
-ring-size-mb = ${RING_MB:-16};
-keepalive-ms = 200;
-peer-timeout-ms = 2000;
-reconnect-min-ms = 50;
-reconnect-max-ms = 500;
-initial-sync = "${INITIAL_SYNC:-skip}";
-resync-checksums = ${RESYNC_CHECKSUMS:-false};
-resync-rate-mb = ${RESYNC_RATE_MB:-0};
-peers = ( $peers );
-EOC
+	repl_conf "$T/alpha.conf" resource=r0 node=alpha role=primary device="$T/alpha.img" \
+		control-socket="$T/alpha.sock" state-dir="$T/state-alpha" \
+		ring-size-mb="${RING_MB:-16}" keepalive-ms=200 peer-timeout-ms=2000 \
+		reconnect-min-ms=50 reconnect-max-ms=500 initial-sync="${INITIAL_SYNC:-skip}" \
+		resync-checksums="${RESYNC_CHECKSUMS:-false}" resync-rate-mb="${RESYNC_RATE_MB:-0}" \
+		"${peers[@]}"
 }
 
 # same_as_primary NAME... : device files equal to the primary's
