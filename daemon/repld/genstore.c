@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dmdev.h"
+#include "fileio.h"
 #include "genstore.h"
 #include "log.h"
 #include "metadata.h"
@@ -97,7 +98,7 @@ int genstore_load(const struct genstore *gs, struct gens *ret)
 
 int genstore_save(const struct genstore *gs, const struct gens *g)
 {
-	char err[256], path[PATH_MAX], tmp[PATH_MAX + 8], msg[128];
+	char err[256], path[PATH_MAX], msg[128];
 	uint64_t v[4] = { g->current, g->bitmap, g->history, g->since };
 	int r = 0;
 
@@ -113,7 +114,7 @@ int genstore_save(const struct genstore *gs, const struct gens *g)
 		if (r < 0)
 			log_error("%s: %s", gs->resource, err);
 	} else {
-		FILE *f;
+		char text[96];
 
 		r = file_path(gs, path, sizeof(path));
 		if (r < 0)
@@ -121,18 +122,9 @@ int genstore_save(const struct genstore *gs, const struct gens *g)
 		if (mkdir(gs->state_dir, 0700) < 0 && errno != EEXIST)
 			return log_error_errno(-errno, "%s: state directory %s", gs->resource,
 					       gs->state_dir);
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		f = fopen(tmp, "we");
-		if (!f)
-			return log_error_errno(-errno, "%s: %s", gs->resource, tmp);
-		fprintf(f, "%016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64 "\n",
-			v[0], v[1], v[2], v[3]);
-		if (fflush(f) || fdatasync(fileno(f)))
-			r = -errno;
-		if (fclose(f) && !r)
-			r = -errno;
-		if (!r && rename(tmp, path) < 0)
-			r = -errno;
+		snprintf(text, sizeof(text), "%016" PRIx64 " %016" PRIx64 " %016" PRIx64
+			 " %016" PRIx64 "\n", v[0], v[1], v[2], v[3]);
+		r = fileio_write_atomic(path, text);
 	}
 	if (r < 0)
 		return log_error_errno(r, "%s: saving the generation identifiers", gs->resource);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "state.h"
 
 int state_path(const char *dir, const char *resource, char *buf, size_t len)
@@ -44,26 +45,14 @@ int state_load(const char *dir, const char *resource, struct state *ret)
 
 int state_save(const char *dir, const char *resource, const struct state *s)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 8];
-	FILE *f;
+	char path[PATH_MAX], text[160];
 	int r;
 
 	r = state_path(dir, resource, path, sizeof(path));
 	if (r < 0)
 		return r;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
-	fprintf(f, "stream %016" PRIx64 " durable %" PRIu64 " consistent %d discard %d\n",
-		s->stream_id, s->durable, s->consistent ? 1 : 0, s->discard_my_data ? 1 : 0);
-	if (fflush(f) || fdatasync(fileno(f)))
-		r = -errno;
-	if (fclose(f) && !r)
-		r = -errno;
-	if (!r && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0)
-		unlink(tmp);
-	return r;
+	snprintf(text, sizeof(text), "stream %016" PRIx64 " durable %" PRIu64
+		 " consistent %d discard %d\n", s->stream_id, s->durable,
+		 s->consistent ? 1 : 0, s->discard_my_data ? 1 : 0);
+	return fileio_write_atomic(path, text);
 }
