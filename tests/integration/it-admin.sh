@@ -62,22 +62,16 @@ RING_MB=16 primary_config beta:async
 	> sim.out 2>&1 &
 sim=$!
 PIDS+=($sim)
-i=0
-until [ -S alpha.sock ] && status alpha 2>/dev/null | jq -e '.peers[0].connection == "Connected"' >/dev/null; do
-	i=$((i + 1)); [ $i -lt 300 ] || { cat sim.out beta.log; fail "beta (socket-activated) did not connect"; }
-	sleep 0.05
-done
+wait_status 15 '.peers[0].connection == "Connected"' ||
+	{ cat sim.out beta.log; fail "beta (socket-activated) did not connect"; }
 grep -q "listening on 1 socket(s) from systemd" beta.log || fail "beta did not use the activated socket"
 [ "$(status alpha | jq -r .target.mode)" = async ] || fail "target not async"
 
 # --- reload: add gamma as sync, beta becomes semi-sync
 RING_MB=16 primary_config beta:semi-sync gamma:sync
 kill -HUP "$sim"
-i=0
-until status alpha | jq -e '[.peers[] | select(.connection == "Connected")] | length == 2' >/dev/null; do
-	i=$((i + 1)); [ $i -lt 200 ] || { status alpha; fail "gamma not connected after reload"; }
-	sleep 0.05
-done
+wait_status 10 '[.peers[] | select(.connection == "Connected")] | length == 2' ||
+	{ status alpha; fail "gamma not connected after reload"; }
 status alpha > st.json
 [ "$(jq -r '.peers[] | select(.name == "beta") | .mode' st.json)" = semi-sync ] || fail "beta's mode not reloaded"
 [ "$(jq -r '.peers[] | select(.name == "beta") | .connects' st.json)" = 1 ] || fail "beta reconnected on reload"
@@ -87,11 +81,8 @@ status alpha > st.json
 grep -q "peer gamma connected (sync), resuming at record 0$" sim.out ||
 	grep -q "peer gamma: full sync of 64 MiB starts" sim.out ||
 	fail "gamma neither started from the first record nor got a full sync: $(grep 'peer gamma' sim.out)"
-i=0
-until status alpha | jq -e '.peers[] | select(.name == "gamma") | .disk == "UpToDate" and (.resync == null)' >/dev/null; do
-	i=$((i + 1)); [ $i -lt 600 ] || { status alpha; fail "gamma not UpToDate"; }
-	sleep 0.05
-done
+wait_status 30 '.peers[] | select(.name == "gamma") | .disk == "UpToDate" and (.resync == null)' ||
+	{ status alpha; fail "gamma not UpToDate"; }
 "$REPLCTL" -s alpha.sock status | grep -q "gamma connection:Connected mode:sync replication:" ||
 	fail "human status: $("$REPLCTL" -s alpha.sock status)"
 # --- reload: gamma removed
@@ -105,18 +96,11 @@ grep -q "peer gamma added by reload" sim.out && grep -q "peer gamma removed by r
 	fail "reloads not logged"
 # --- a new peer once the ring no longer holds the first records
 secondary delta
-i=0
-until [ "$(status alpha | jq .target.tail)" -gt 0 ]; do
-	i=$((i + 1)); [ $i -lt 200 ] || fail "the ring never released anything"
-	sleep 0.05
-done
+wait_status 10 '.target.tail > 0' || fail "the ring never released anything"
 RING_MB=16 primary_config beta:async delta:async
 kill -HUP "$sim"
-i=0
-until status alpha | jq -e '.peers[] | select(.name == "delta" and .connection == "Connected")' >/dev/null; do
-	i=$((i + 1)); [ $i -lt 200 ] || fail "delta did not connect"
-	sleep 0.05
-done
+wait_status 10 '.peers[] | select(.name == "delta" and .connection == "Connected")' ||
+	fail "delta did not connect"
 [ "$(status alpha | jq -r '.peers[] | select(.name == "delta") | .replication')" = Inconsistent ] ||
 	fail "a new peer that missed records is not reported Inconsistent"
 grep -q "peer delta: its copy is not consistent (a new secondary): full sync" sim.out ||

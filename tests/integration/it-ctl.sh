@@ -7,20 +7,11 @@
 # dropped at its deadline, and the copies end equal.
 . "$(dirname "$0")/lib.sh"
 
-# now in milliseconds
-ms() { date +%s%3N; }
-
 secondary beta
 RING_MB=64 primary_config beta:sync
-"$SIM" -c alpha.conf --dev alpha.img --seed 23 --count 2500 --max-kb 32 --flush-every 50 \
-	--rate-ms 2 --hold-ms 1000 --check beta=beta.img > sim.out 2>&1 &
-sim=$!
-PIDS+=($sim)
-i=0
-until [ -S alpha.sock ] && status alpha 2>/dev/null | jq -e '.peers[0].connection == "Connected"' >/dev/null; do
-	i=$((i + 1)); [ $i -lt 200 ] || { cat sim.out; fail "beta did not connect"; }
-	sleep 0.05
-done
+sim_start --seed 23 --count 2500 --max-kb 32 --flush-every 50 --rate-ms 2 --hold-ms 1000 \
+	--check beta=beta.img
+wait_status 10 '.peers[0].connection == "Connected"' || { cat sim.out; fail "beta did not connect"; }
 
 # a request dripped one byte every 0.2 s, for 8 s if nobody stops it
 ( printf '{"cmd":"status"'; for _ in $(seq 40); do printf ' '; sleep 0.2; done; printf '}\n' ) |
@@ -39,9 +30,9 @@ log "slow and idle clients connected"
 
 worst=0
 for _ in $(seq 10); do
-	t0=$(ms)
+	t0=$(now_ms)
 	status alpha > st.json || fail "status did not answer with slow clients connected"
-	dt=$(( $(ms) - t0 ))
+	dt=$(($(now_ms) - t0))
 	[ "$dt" -gt "$worst" ] && worst=$dt
 	jq -e '.ok == true' st.json > /dev/null || fail "status: $(cat st.json)"
 	sleep 0.2
@@ -51,7 +42,7 @@ log "status answered in at most $worst ms"
 # the dripping client is dropped at its deadline, long before its end
 kill -0 "$drip" 2>/dev/null && fail "the dripping client was not dropped at its deadline"
 
-wait $sim || { cat sim.out; fail "sim primary failed"; }
+wait "$SIM_PID" || { cat sim.out; fail "sim primary failed"; }
 tail -1 sim.out
 grep -q "hold timeouts 0," sim.out || fail "sync writes waited while control clients were slow"
 grep -q "checked [1-9]" sim.out || fail "no sync acknowledgment checked"

@@ -8,16 +8,9 @@ secondary beta
 secondary gamma
 secondary delta
 primary_config beta:sync gamma:semi-sync delta:async
-"$SIM" -c alpha.conf --dev alpha.img --seed 12 --count 4000 --max-kb 64 --flush-every 29 \
-	--fua-every 17 --rate-ms 1 > sim.out 2>&1 &
-sim=$!
-PIDS+=($sim)
-i=0
-until [ -S alpha.sock ] && status alpha > st.json 2>/dev/null &&
-	[ "$(jq '[.peers[] | select(.connection == "Connected")] | length' st.json)" = 3 ]; do
-	i=$((i + 1)); [ $i -lt 200 ] || { cat sim.out; fail "peers did not connect"; }
-	sleep 0.05
-done
+sim_start --seed 12 --count 4000 --max-kb 64 --flush-every 29 --fua-every 17 --rate-ms 1
+wait_status 10 '[.peers[] | select(.connection == "Connected")] | length == 3' ||
+	{ cat sim.out; fail "peers did not connect"; }
 modes=(async semi-sync sync)
 for round in 0 1 2 3 4 5; do
 	for p in beta gamma delta; do
@@ -41,7 +34,7 @@ status alpha > st.json
 "$REPLCTL" -s alpha.sock set-mode r0 nobody sync 2> err.txt && fail "unknown peer accepted"
 grep -q "no peer 'nobody'" err.txt || fail "unclear error: $(cat err.txt)"
 "$REPLCTL" -s alpha.sock set-mode r0 beta fast 2> err.txt && fail "bad mode accepted"
-wait $sim || { cat sim.out; fail "sim primary failed"; }
+wait "$SIM_PID" || { cat sim.out; fail "sim primary failed"; }
 cat sim.out | tail -1
 grep -q "mode changes [3-9]" sim.out || fail "the target's mode did not follow the peers"
 same_as_primary beta gamma delta

@@ -6,15 +6,10 @@
 secondary beta
 secondary gamma
 RING_MB=64 primary_config beta:sync gamma:async
-"$SIM" -c alpha.conf --dev alpha.img --seed 14 --count 600 --max-kb 64 --flush-every 50 \
-	--rate-ms 2 --hold-ms 1000 --check beta=beta.img > sim.out 2>&1 &
-sim=$!
-PIDS+=($sim)
-i=0
-until [ -S alpha.sock ] && status alpha 2>/dev/null | jq -e '.peers[] | select(.name == "gamma" and .connection == "Connected")' >/dev/null; do
-	i=$((i + 1)); [ $i -lt 200 ] || fail "gamma did not connect"
-	sleep 0.05
-done
+sim_start --seed 14 --count 600 --max-kb 64 --flush-every 50 --rate-ms 2 --hold-ms 1000 \
+	--check beta=beta.img
+wait_status 10 '.peers[] | select(.name == "gamma" and .connection == "Connected")' ||
+	fail "gamma did not connect"
 kill -STOP "${SEC_PID[gamma]}"
 log "gamma stopped"
 sleep 3
@@ -22,7 +17,7 @@ status alpha > st.json
 jq -c '.peers[] | {name, connection, received, lag_records}' st.json
 kill -CONT "${SEC_PID[gamma]}"
 log "gamma continued"
-wait $sim || { cat sim.out; fail "sim primary failed"; }
+wait "$SIM_PID" || { cat sim.out; fail "sim primary failed"; }
 tail -1 sim.out
 grep -q "hold timeouts 0," sim.out || fail "sync writes waited for the stopped async peer"
 grep -q "checked [1-9]" sim.out || fail "no sync acknowledgment checked"

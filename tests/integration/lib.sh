@@ -88,3 +88,21 @@ same_as_primary() {
 
 # status NAME : the JSON status of a running repld (or the sim primary: alpha)
 status() { "$REPLCTL" --json -s "$T/$1.sock" status; }
+
+# sim_start SIM-ARGS... : the sim primary (alpha.conf, alpha.img) in the
+# background, its output in sim.out, its pid in SIM_PID
+sim_start() {
+	"$SIM" -c "$T/alpha.conf" --dev "$T/alpha.img" "$@" > "$T/sim.out" 2>&1 &
+	SIM_PID=$!
+	PIDS+=("$SIM_PID")
+}
+
+# wait_status SECONDS FILTER : until the sim primary's status matches the
+# jq FILTER; 1 when it did not in time
+wait_status() {
+	local end=$(($(now_ms) + $1 * 1000))
+	until [ -S "$T/alpha.sock" ] && status alpha 2>/dev/null | jq -e "$2" > /dev/null; do
+		[ "$(now_ms)" -lt "$end" ] || return 1
+		sleep 0.05
+	done
+}
