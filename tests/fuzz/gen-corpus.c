@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "wire.h"
+#include "wire-raw.h"
 
 static uint8_t buf[1 << 20];
 static size_t len;
@@ -91,29 +92,22 @@ static void hello(Dmrepl__V1__Role role, const char *node)
 /* A frame packed without validation. */
 static void raw(const Dmrepl__V1__Frame *f)
 {
-	size_t n = dmrepl__v1__frame__get_packed_size(f);
+	size_t n = wire_raw_pack(ROOM, f);
 
-	put_be32((uint32_t)n);
-	if (n > sizeof(buf) - len)
+	if (!n)
 		die("stream too long");
-	dmrepl__v1__frame__pack(f, buf + len);
 	len += n;
 }
 
+/* A Data frame packed without validation. */
 static void raw_data(uint32_t op, uint64_t sector, uint32_t nr,
 		     uint32_t payload_len)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
+	size_t n = wire_raw_data(ROOM, 9, op, 0, sector, nr, payload_len);
 
-	d.seq = 9;
-	d.op = op;
-	d.sector = sector;
-	d.nr_sectors = nr;
-	d.payload_len = payload_len;
-	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
-	f.data = &d;
-	raw(&f);
+	if (!n)
+		die("stream too long");
+	len += n;
 }
 
 static void save(const char *dir, const char *name)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "wire.h"
+#include "wire-raw.h"
 
 static const char *node = "alpha", *resource = "r0";
 static uint64_t sectors = 131072;
@@ -61,13 +62,9 @@ static int send_raw(int fd, const void *buf, size_t len)
 static int send_frame_unchecked(int fd, const Dmrepl__V1__Frame *f)
 {
 	uint8_t buf[WIRE_MAX_MSG + 64];
-	size_t n = dmrepl__v1__frame__pack(f, buf + 4);
+	size_t n = wire_raw_pack(buf, sizeof(buf), f);
 
-	buf[0] = (uint8_t)(n >> 24);
-	buf[1] = (uint8_t)(n >> 16);
-	buf[2] = (uint8_t)(n >> 8);
-	buf[3] = (uint8_t)n;
-	return send_raw(fd, buf, n + 4);
+	return n ? send_raw(fd, buf, n) : -EMSGSIZE;
 }
 
 static int send_hello(int fd, uint32_t version, const char *n, const char *res,
@@ -90,20 +87,15 @@ static int send_hello(int fd, uint32_t version, const char *n, const char *res,
 static int send_data(int fd, uint64_t seq, uint32_t op, uint64_t sector, uint32_t nr,
 		     uint32_t payload_len, size_t payload_bytes)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
 	static uint8_t zero[1 << 20];
+	uint8_t buf[WIRE_MAX_MSG];
+	size_t n = wire_raw_data(buf, sizeof(buf), seq, op, 0, sector, nr, payload_len);
 	int r;
 
-	d.seq = seq;
-	d.op = op;
-	d.sector = sector;
-	d.nr_sectors = nr;
-	d.payload_len = payload_len;
-	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
-	f.data = &d;
+	if (!n)
+		return -EMSGSIZE;
 	memset(zero, 0xa5, payload_bytes);
-	r = send_frame_unchecked(fd, &f);
+	r = send_raw(fd, buf, n);
 	if (!r && payload_bytes)
 		r = send_raw(fd, zero, payload_bytes);
 	return r;

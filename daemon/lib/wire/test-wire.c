@@ -31,6 +31,7 @@
 
 #include "check.h"
 #include "seqgen.h"
+#include "wire-raw.h"
 
 
 static uint64_t rng_state;
@@ -501,23 +502,13 @@ static void test_roundtrip(void)
 
 /* ---- malformed input ------------------------------------------------------ */
 
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
 /* A frame packed without validation. */
 static size_t pack_raw(uint8_t *buf, const Dmrepl__V1__Frame *f)
 {
-	size_t n = dmrepl__v1__frame__get_packed_size(f);
+	size_t n = wire_raw_pack(buf, WIRE_MAX_MSG, f);
 
-	CHECK(n <= WIRE_MAX_FRAME, "raw frame too big: %zu", n);
-	dmrepl__v1__frame__pack(f, buf + 4);
-	put_be32(buf, (uint32_t)n);
-	return n + 4;
+	CHECK(n, "raw frame too big");
+	return n;
 }
 
 /* Hand-made protobuf bytes. */
@@ -553,7 +544,7 @@ static size_t pb_frame(uint8_t *out, uint32_t field, const struct pb *body)
 	struct pb f = { .n = 0 };
 
 	pb_bytes(&f, field, body->b, body->n);
-	put_be32(out, (uint32_t)f.n);
+	wire_raw_be32(out, (uint32_t)f.n);
 	memcpy(out + 4, f.b, f.n);
 	return f.n + 4;
 }
@@ -609,24 +600,14 @@ static void bad_data(const char *what, uint32_t op, uint32_t flags,
 		     uint64_t sector, uint32_t nr, uint32_t payload_len,
 		     int want, const char *reason)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
 	struct dm_repl_rec rec = {
 		.seq = 1, .sector = sector, .nr_sectors = nr, .op = (uint16_t)op,
 		.flags = (uint16_t)flags, .data_len = payload_len,
 	};
 	uint8_t b[WIRE_MAX_MSG + 65536];
-	size_t n;
+	size_t n = wire_raw_data(b, WIRE_MAX_MSG, 1, op, flags, sector, nr, payload_len);
 
-	d.seq = 1;
-	d.sector = sector;
-	d.nr_sectors = nr;
-	d.op = op;
-	d.flags = flags;
-	d.payload_len = payload_len;
-	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
-	f.data = &d;
-	n = pack_raw(b, &f);
+	CHECK(n, "raw frame too big");
 	/* whatever payload the header promises follows */
 	memset(b + n, 0x5a, sizeof(b) - n);
 	if (payload_len > sizeof(b) - n)
@@ -690,13 +671,13 @@ static void test_malformed(void)
 	/* framing */
 	memset(b, 0, sizeof(b));
 	expect_bad("length prefix 0", b, 4, -EPROTO, "frame length 0");
-	put_be32(b, 70000);
+	wire_raw_be32(b, 70000);
 	expect_bad("length prefix 70000", b, 4 + 100, -EMSGSIZE,
 		   "frame length 70000 exceeds 4096");
-	put_be32(b, WIRE_MAX_FRAME + 1);
+	wire_raw_be32(b, WIRE_MAX_FRAME + 1);
 	expect_bad("length prefix 4097", b, 4, -EMSGSIZE,
 		   "frame length 4097 exceeds 4096");
-	put_be32(b, 0xffffffff);
+	wire_raw_be32(b, 0xffffffff);
 	expect_bad("length prefix 2^32-1", b, 4, -EMSGSIZE, "exceeds 4096");
 	expect_bad("EOF inside the length prefix", b, 3, -EPROTO,
 		   "stream ends inside a frame (3 of 4 bytes)");
@@ -712,39 +693,39 @@ static void test_malformed(void)
 		   "stream ends inside a Data payload (0 of 4096 bytes)");
 
 	/* not protobuf, or not our Frame */
-	put_be32(b, 6);
+	wire_raw_be32(b, 6);
 	memcpy(b + 4, "\xff\xff\xff\xff\xff\xff", 6);
 	expect_bad("garbage protobuf", b, 10, -EPROTO,
 		   "not a protobuf message");
-	put_be32(b, 5);
+	wire_raw_be32(b, 5);
 	memcpy(b + 4, "GET /", 5);
 	expect_bad("HTTP request", b, 9, -EPROTO,
 		   "not a protobuf message");
 	p.n = 0;
 	pb_key(&p, 7, 0);
 	pb_varint(&p, 1);
-	put_be32(b, (uint32_t)p.n);
+	wire_raw_be32(b, (uint32_t)p.n);
 	memcpy(b + 4, p.b, p.n);
 	expect_bad("unknown Frame field 7", b, 4 + p.n, -EPROTO,
 		   "Frame field 7 (wire type 0) unknown");
 	p.n = 0;
 	pb_key(&p, 2, 0);	/* data, as a varint */
 	pb_varint(&p, 1);
-	put_be32(b, (uint32_t)p.n);
+	wire_raw_be32(b, (uint32_t)p.n);
 	memcpy(b + 4, p.b, p.n);
 	expect_bad("Frame.data as varint", b, 4 + p.n, -EPROTO,
 		   "Frame field 2 (wire type 0) unknown");
 	p.n = 0;
 	pb_bytes(&p, 5, "", 0);		/* keepalive */
 	pb_bytes(&p, 3, "", 0);		/* ack */
-	put_be32(b, (uint32_t)p.n);
+	wire_raw_be32(b, (uint32_t)p.n);
 	memcpy(b + 4, p.b, p.n);
 	expect_bad("two oneof members", b, 4 + p.n, -EPROTO,
 		   "more than one field");
 	p.n = 0;
 	pb_bytes(&p, 5, "", 0);
 	pb_bytes(&p, 5, "", 0);
-	put_be32(b, (uint32_t)p.n);
+	wire_raw_be32(b, (uint32_t)p.n);
 	memcpy(b + 4, p.b, p.n);
 	expect_bad("one member twice", b, 4 + p.n, -EPROTO,
 		   "more than one field");
@@ -752,7 +733,7 @@ static void test_malformed(void)
 	pb_bytes(&p, 5, "", 0);
 	pb_key(&p, 9, 0);
 	pb_varint(&p, 0);
-	put_be32(b, (uint32_t)p.n);
+	wire_raw_be32(b, (uint32_t)p.n);
 	memcpy(b + 4, p.b, p.n);
 	expect_bad("member plus unknown field", b, 4 + p.n, -EPROTO,
 		   "more than one field");
