@@ -567,6 +567,16 @@ static int apply_config_check(const struct apply_config *cfg)
 	return 0;
 }
 
+/* The configuration to use: cfg, or the defaults when NULL; checked. */
+static int apply_config_use(const struct apply_config *cfg, struct apply_config *ret)
+{
+	if (cfg)
+		*ret = *cfg;
+	else
+		apply_config_init(ret);
+	return apply_config_check(ret);
+}
+
 int apply_new_backend(struct apply_backend *be, uint64_t dev_sectors,
 		      unsigned int block_size, const struct apply_config *cfg,
 		      struct apply **ret)
@@ -575,11 +585,7 @@ int apply_new_backend(struct apply_backend *be, uint64_t dev_sectors,
 	struct apply *a;
 	int r;
 
-	if (cfg)
-		c = *cfg;
-	else
-		apply_config_init(&c);
-	r = apply_config_check(&c);
+	r = apply_config_use(cfg, &c);
 	if (r < 0)
 		return r;
 	if (!be || !be->ops || !be->ops->submit || !be->ops->reap ||
@@ -921,11 +927,7 @@ int apply_new(int fd, uint64_t dev_sectors, const struct apply_config *cfg,
 	bool blkdev;
 	int r;
 
-	if (cfg)
-		c = *cfg;
-	else
-		apply_config_init(&c);
-	r = apply_config_check(&c);
+	r = apply_config_use(cfg, &c);
 	if (r < 0)
 		return r;
 	if (dev_sectors == 0 || dev_sectors > (UINT64_MAX >> 10))
