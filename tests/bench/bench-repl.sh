@@ -1,6 +1,6 @@
 #!/bin/sh
 # Benchmark (not a test): dm-repl against the raw disk and DRBD 8.4 in one
-# guest run (see guest-repl.sh); prints the table and the goals of issue 3.
+# guest run (see guest-repl.sh); prints the table and its goals (the [goal ...] lines).
 # Usage: tests/bench/bench-repl.sh [build dir]
 # env: ROUNDS RUNTIME SUSTAIN WAN SLOWLINK SLOW_RATE SLOW_SUSTAIN
 set -eu
