@@ -80,7 +80,7 @@ struct conn {
  */
 #define CONN_ISSUE_BYTES	(256U << 10)
 
-/* ---- engine sequence <-> stream sequence --------------------------------------- */
+/* ---- state ------------------------------------------------------------------ */
 
 struct xl_seg {
 	uint64_t lstart, wstart, n;	/* engine [lstart, +n) = stream [wstart, +n) */
@@ -128,48 +128,7 @@ struct secondary {
 	uint64_t rs_blocks, rs_bytes, hash_requests;
 };
 
-/* ---- resume state -------------------------------------------------------- */
-
-/* Save the resume point (durable) with the flags as they are now. */
-static int sec_state_save(struct secondary *s, uint64_t durable)
-{
-	struct state st = {
-		.stream_id = s->stream_id,
-		.durable = durable,
-		.consistent = s->consistent,
-		.discard_my_data = s->discard_my_data,
-	};
-	const struct config *c = s->env->cfg;
-	int r = state_save(c->state_dir, s->resource, &st);
-
-	if (r < 0)
-		return r;
-	s->state_durable = durable;
-	s->last_state_write_ms = loop_now_ms();
-	return 0;
-}
-
-static void sec_state_load(struct secondary *s)
-{
-	const struct config *c = s->env->cfg;
-	char path[PATH_MAX];
-	struct state st;
-	int r;
-
-	s->consistent = false;	/* never held a full copy */
-	r = state_load(c->state_dir, s->resource, &st);
-	if (r == -EBADMSG) {
-		state_path(c->state_dir, s->resource, path, sizeof(path));
-		log_warning("%s: %s unreadable: starting without a resume point", s->resource,
-			    path);
-	}
-	if (r < 0)
-		return;
-	s->stream_id = st.stream_id;
-	s->state_durable = st.durable;
-	s->consistent = st.consistent;
-	s->discard_my_data = st.discard_my_data;
-}
+/* ---- engine sequence <-> stream sequence ------------------------------------- */
 
 /* Stream progress for "every engine sequence below l is done". */
 static uint64_t xl_wire(const struct sec_xlate *x, uint64_t l)
@@ -233,6 +192,49 @@ static void sec_progress(struct secondary *s, struct apply_progress *p)
 	p->written = xl_wire(x, e.written);
 	p->durable = xl_wire(x, e.durable);
 	xl_trim(x, e.durable);
+}
+
+/* ---- resume state -------------------------------------------------------- */
+
+/* Save the resume point (durable) with the flags as they are now. */
+static int sec_state_save(struct secondary *s, uint64_t durable)
+{
+	struct state st = {
+		.stream_id = s->stream_id,
+		.durable = durable,
+		.consistent = s->consistent,
+		.discard_my_data = s->discard_my_data,
+	};
+	const struct config *c = s->env->cfg;
+	int r = state_save(c->state_dir, s->resource, &st);
+
+	if (r < 0)
+		return r;
+	s->state_durable = durable;
+	s->last_state_write_ms = loop_now_ms();
+	return 0;
+}
+
+static void sec_state_load(struct secondary *s)
+{
+	const struct config *c = s->env->cfg;
+	char path[PATH_MAX];
+	struct state st;
+	int r;
+
+	s->consistent = false;	/* never held a full copy */
+	r = state_load(c->state_dir, s->resource, &st);
+	if (r == -EBADMSG) {
+		state_path(c->state_dir, s->resource, path, sizeof(path));
+		log_warning("%s: %s unreadable: starting without a resume point", s->resource,
+			    path);
+	}
+	if (r < 0)
+		return;
+	s->stream_id = st.stream_id;
+	s->state_durable = st.durable;
+	s->consistent = st.consistent;
+	s->discard_my_data = st.discard_my_data;
 }
 
 /* ---- connection output ------------------------------------------------------- */
