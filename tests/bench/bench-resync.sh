@@ -165,25 +165,11 @@ EOF
 
 # node_conf NAME ROLE DATA META DM LISTEN PEER PEERPORT CHECKSUMS
 node_conf() {
-	cat > "$C/$1.conf" <<EOC
-resource = "r0";
-node = "$1";
-role = "$2";
-device = "$3";
-meta-device = "$4";
-dm-name = "$5";
-listen = "127.0.0.1:$6";
-state-dir = "$R/state-$1";
-control-socket = "/run/dm-repl/$1.sock";
-ring-size-mb = 4;
-hold-timeout-ms = 5000;
-keepalive-ms = 300;
-reconnect-min-ms = 100;
-reconnect-max-ms = 500;
-initial-sync = "full";
-resync-checksums = $9;
-peers = ( { name = "$7"; address = "127.0.0.1:$8"; mode = "async"; } );
-EOC
+	repl_conf "$C/$1.conf" resource=r0 node="$1" role="$2" device="$3" meta-device="$4" \
+		dm-name="$5" listen="127.0.0.1:$6" state-dir="$R/state-$1" \
+		control-socket="/run/dm-repl/$1.sock" ring-size-mb=4 hold-timeout-ms=5000 \
+		keepalive-ms=300 reconnect-min-ms=100 reconnect-max-ms=500 initial-sync=full \
+		resync-checksums="$9" peer="$7@127.0.0.1:$8/async"
 }
 ctl() { n=$1; shift; "$REPLCTL" -s "/run/dm-repl/$n.sock" "$@"; }
 st() { ctl "$1" --json status | jq -r "$2"; }

@@ -6,6 +6,7 @@
 #   skip MSG...     "SKIP: MSG" and exit 77
 #   pass MSG...     "PASS: MSG"
 #   now_ms          milliseconds since the epoch
+#   wait_for SECONDS CONDITION  until the shell CONDITION holds (1: it did not)
 #   repl_conf FILE SETTING...   write a repl.conf(5)
 #
 # Source it with  . "$DMREPL_SRC_DIR/tests/lib/common.sh"  (in a guest) or
@@ -35,6 +36,20 @@ pass() {
 
 now_ms() {
 	date +%s%3N
+}
+
+# wait_for TIMEOUT_S CONDITION : evaluate the shell CONDITION every 0.1 s until it
+# succeeds (return 0) or TIMEOUT_S seconds have passed (return 1)
+wait_for() {
+	_wf_end=$(($(now_ms) + $1 * 1000))
+	while ! eval "$2"; do
+		if [ "$(now_ms)" -ge "$_wf_end" ]; then
+			echo "wait_for: '$2' still false after $1 s" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	return 0
 }
 
 # repl_conf FILE SETTING... : a configuration file (repl.conf(5)) from

@@ -8,33 +8,20 @@ REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 CONF=/tmp/dm-repl
 mkdir -p $CONF
 
-# repld_configs MODE [extra primary settings] : write alpha.conf and beta.conf
+# repld_configs MODE [NAME=VALUE...] : write alpha.conf and beta.conf, the
+# settings given added to the primary's
 repld_configs() {
-	cat > $CONF/beta.conf <<EOC
-resource = "r0";
-node = "beta";
-role = "secondary";
-device = "/dev/vdb";
-listen = "127.0.0.1:7789";
-state-dir = "/tmp/state-beta";
-control-socket = "/run/dm-repl/beta.sock";
-peers = ( { name = "alpha"; address = "127.0.0.1"; } );
-EOC
-	cat > $CONF/alpha.conf <<EOC
-resource = "r0";
-node = "alpha";
-role = "primary";
-device = "/dev/vda";
-ring-size-mb = ${RING_MB:-64};
-hold-timeout-ms = ${HOLD_MS:-3000};
-peer-timeout-ms = ${PEER_TIMEOUT_MS:-2000};
-keepalive-ms = 300;
-state-dir = "/tmp/state-alpha";
-# fresh sparse images: both sides zero, no initial sync needed
-initial-sync = "skip";
-${2:-}
-peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "$1"; } );
-EOC
+	_mode=$1
+	shift
+	repl_conf $CONF/beta.conf resource=r0 node=beta role=secondary device=/dev/vdb \
+		listen=127.0.0.1:7789 state-dir=/tmp/state-beta \
+		control-socket=/run/dm-repl/beta.sock peer=alpha@127.0.0.1
+	# fresh sparse images: both sides zero, no initial sync needed
+	repl_conf $CONF/alpha.conf resource=r0 node=alpha role=primary device=/dev/vda \
+		ring-size-mb="${RING_MB:-64}" hold-timeout-ms="${HOLD_MS:-3000}" \
+		peer-timeout-ms="${PEER_TIMEOUT_MS:-2000}" keepalive-ms=300 \
+		state-dir=/tmp/state-alpha initial-sync=skip "$@" \
+		peer="beta@127.0.0.1:7789/$_mode"
 }
 
 # repld_start : secondary, then primary; waits until connected

@@ -34,30 +34,18 @@ modprobe dm-snapshot || fail "dm-snapshot module"
 
 MiB=1048576
 
-node_conf() {	# NAME ROLE DATA META DM LISTEN PEER PEERPORT [EXTRA]
-	cat > $C/$1.conf <<EOC
-resource = "r0";
-node = "$1";
-role = "$2";
-device = "$3";
-meta-device = "$4";
-dm-name = "$5";
-listen = "127.0.0.1:$6";
-state-dir = "/tmp/state-$1";
-control-socket = "/run/dm-repl/$1.sock";
-ring-size-mb = 32;
-hold-timeout-ms = 2000;
-peer-timeout-ms = 2000;
-keepalive-ms = 300;
-reconnect-min-ms = 100;
-reconnect-max-ms = 500;
-initial-sync = "skip";
-${9:-}
-peers = ( { name = "$7"; address = "127.0.0.1:$8"; mode = "sync"; } );
-EOC
+node_conf() {	# NAME ROLE DATA META DM LISTEN PEER PEERPORT [NAME=VALUE...]
+	_n=$1 _role=$2 _data=$3 _meta=$4 _dm=$5 _listen=$6 _peer=$7 _pport=$8
+	shift 8
+	repl_conf $C/$_n.conf resource=r0 node="$_n" role="$_role" device="$_data" \
+		meta-device="$_meta" dm-name="$_dm" listen="127.0.0.1:$_listen" \
+		state-dir="/tmp/state-$_n" control-socket="/run/dm-repl/$_n.sock" \
+		ring-size-mb=32 hold-timeout-ms=2000 peer-timeout-ms=2000 keepalive-ms=300 \
+		reconnect-min-ms=100 reconnect-max-ms=500 initial-sync=skip "$@" \
+		peer="$_peer@127.0.0.1:$_pport/sync"
 }
 node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789
-node_conf beta secondary /dev/vdb "$MB" rb 7789 alpha 7790 "resync-snapshot = \"$COW\";"
+node_conf beta secondary /dev/vdb "$MB" rb 7789 alpha 7790 resync-snapshot="$COW"
 "$REPLCTL" create-md --meta "$MA" --data /dev/vda --resource ra > /dev/null || fail "create-md alpha"
 "$REPLCTL" create-md --meta "$MB" --data /dev/vdb --resource rb > /dev/null || fail "create-md beta"
 
@@ -133,7 +121,7 @@ dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=1 seek=24 oflag=direct status=n
 ctl beta primary r0 > /dev/null || fail "beta not promoted (2b)"
 dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=1 seek=44 oflag=direct status=none
 ctl beta secondary r0 > /dev/null || fail "beta not demoted (2b)"
-node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789 'after-split-brain = "discard-younger-primary";'
+node_conf alpha primary /dev/vda "$MA" ra 7790 beta 7789 after-split-brain=discard-younger-primary
 kill -HUP "$PID_alpha"
 sleep 1
 ctl alpha connect r0 beta > /dev/null

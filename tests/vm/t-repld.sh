@@ -13,7 +13,7 @@
 
 SIZE=$(blockdev --getsize64 /dev/vda)
 # 64 KiB records: fio's writes of up to 256 KiB travel as several records
-repld_configs sync "record-kb = 64;"
+repld_configs sync record-kb=64
 repld_start
 [ "$(repl_st r0 mode)" = sync ] || fail "target not in sync mode"
 dmsetup table r0 | grep -q " record_kb 64$" || fail "record-kb not in the table: $(dmsetup table r0)"

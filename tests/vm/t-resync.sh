@@ -14,7 +14,7 @@ MiB=1048576
 truncate -s 8M /tmp/meta.img
 M=$(losetup -f --show /tmp/meta.img)
 "$REPLCTL" create-md --meta "$M" --data /dev/vda --resource r0 > /dev/null || fail "create-md"
-RING_MB=8 HOLD_MS=500 repld_configs async "meta-device = \"$M\";"
+RING_MB=8 HOLD_MS=500 repld_configs async meta-device="$M"
 repld_start
 
 # --- throttle the link: the ring fills, overflows, the bitmap takes over
@@ -47,6 +47,7 @@ sleep 3
 kill -9 "$ALPHA"
 wait "$ALPHA" 2>/dev/null || true	# killed: 137
 sleep 1
+cp /tmp/alpha.log "$DMREPL_OUT/alpha-before-kill.log"
 : > /tmp/alpha.log
 "$REPLD" -c $CONF/alpha.conf > /tmp/alpha.log 2>&1 &
 ALPHA=$!

@@ -12,46 +12,28 @@ PORT=7789
 CONF=/srv/conf/r0.conf
 mkdir -p /srv/conf
 
-# conf_primary MODE [extra settings] : A's config in $CONF (state in /srv/state:
-# it survives A's power loss)
+# conf_primary MODE [NAME=VALUE...] : A's config in $CONF (state in
+# /srv/state: it survives A's power loss).  Fresh sparse images: both sides
+# zero, no initial sync needed.  One region per write-intent extent:
+# t2-powerloss bounds the resync after a crash by the 64 KiB regions
+# written (its writes are spread over the whole device, so 4 MiB extents
+# would mark all of it).
 conf_primary() {
-	cat >"$CONF" <<EOC
-resource = "r0";
-node = "alpha";
-role = "primary";
-device = "/dev/vda";
-meta-device = "/dev/vdb";
-state-dir = "/srv/state";
-# fresh sparse images: both sides zero, no initial sync needed
-initial-sync = "skip";
-# one region per write-intent extent: t2-powerloss bounds the resync after
-# a crash by the 64 KiB regions written (its writes are spread over the
-# whole device, so 4 MiB extents would mark all of it)
-extent-kb = 64;
-ring-size-mb = ${RING_MB:-64};
-hold-timeout-ms = ${HOLD_MS:-3000};
-peer-timeout-ms = ${PEER_TIMEOUT_MS:-2000};
-keepalive-ms = 300;
-reconnect-max-ms = 1000;
-${2:-}
-peers = ( { name = "beta"; address = "$PAIR_B_IP:$PORT"; mode = "$1"; } );
-EOC
+	_mode=$1
+	shift
+	repl_conf "$CONF" resource=r0 node=alpha role=primary device=/dev/vda \
+		meta-device=/dev/vdb state-dir=/srv/state initial-sync=skip extent-kb=64 \
+		ring-size-mb="${RING_MB:-64}" hold-timeout-ms="${HOLD_MS:-3000}" \
+		peer-timeout-ms="${PEER_TIMEOUT_MS:-2000}" keepalive-ms=300 \
+		reconnect-max-ms=1000 "$@" peer="beta@$PAIR_B_IP:$PORT/$_mode"
 }
 
-# conf_secondary [extra settings] : B's config in $CONF (state in /tmp/state)
+# conf_secondary [NAME=VALUE...] : B's config in $CONF (state in /tmp/state)
 conf_secondary() {
-	cat >"$CONF" <<EOC
-resource = "r0";
-node = "beta";
-role = "secondary";
-device = "/dev/vda";
-listen = "$PAIR_B_IP:$PORT";
-state-dir = "/tmp/state";
-peer-timeout-ms = ${PEER_TIMEOUT_MS:-2000};
-keepalive-ms = 300;
-${1:-}
-peers = ( { name = "alpha"; address = "$PAIR_A_IP"; } );
-EOC
+	repl_conf "$CONF" resource=r0 node=beta role=secondary device=/dev/vda \
+		listen="$PAIR_B_IP:$PORT" state-dir=/tmp/state \
+		peer-timeout-ms="${PEER_TIMEOUT_MS:-2000}" keepalive-ms=300 "$@" \
+		peer="alpha@$PAIR_A_IP"
 }
 
 # st JQ : a value from this node's `replctl --json status r0`

@@ -18,6 +18,7 @@
 #   pair_link a off|on                   # QMP set_link on A's netdev (cut the link)
 #   pair_kill a                          # SIGKILL of A's QEMU: power loss
 #   pair_pass                            # stop both cleanly, scan dmesg, PASS
+#   pair_pass_equal CMD                  # the same, after checking both disks hold the workload
 #
 # Each guest boots Debian's kernel with tests/vm/init and tests/vm/guest-run.sh
 # (the same initramfs as vm-run.sh, cached under the build dir); guest-run.sh
@@ -54,20 +55,11 @@ declare -A PAIR_BOOT=([a]=0 [b]=0)   # boots so far
 declare -A PAIR_DISKS=([a]='' [b]='')    # disk images, one per line
 declare -A PORT_QMP=()
 
+# log, fail: tests/lib/common.sh; log.txt of the run dir gets them too (LOG_FILE)
+. "$VM_DIR/../lib/common.sh"
+# now : seconds since this script started (the wall time of the test)
 T0=$(date +%s.%N)
 now() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-log() {
-	if [[ -n ${RUN:-} ]]; then
-		echo "[$(now)s] $*" | tee -a "$RUN/log.txt"
-	else
-		echo "[$(now)s] $*"
-	fi
-}
-# shellcheck disable=SC2317 # (invoked indirectly)
-die() {
-	log "FAIL: $*"
-	exit 1
-}
 missing() {
 	if [[ ${DMREPL_REQUIRE_VM:-0} == 1 ]]; then
 		echo "pair: FAIL: $* (DMREPL_REQUIRE_VM=1)" >&2
@@ -182,6 +174,7 @@ pair_run_dir() {
 		n=$((n + 1))
 	done
 	RUN=$WORK/runs/$name
+	LOG_FILE=$RUN/log.txt
 	rm -rf "$RUN"
 	mkdir -p "$RUN"
 }
@@ -207,7 +200,7 @@ pair_ports() {
 # ---- pair_disk GUEST INDEX SIZE : a sparse disk image (vda = 0, vdb = 1, ...)
 pair_disk() {
 	local img=$RUN/disk-$1$2.img
-	truncate -s "$3" "$img" || die "truncate $img"
+	truncate -s "$3" "$img" || fail "truncate $img"
 	PAIR_DISKS[$1]+="$img"$'\n'
 }
 # disk_img GUEST INDEX : its path on the host
@@ -223,7 +216,7 @@ pair_start() {
 		case $1 in
 		--smp) smp=$2; shift 2 ;;
 		--mem) mem=$2; shift 2 ;;
-		*) die "pair_start: unknown option $1" ;;
+		*) fail "pair_start: unknown option $1" ;;
 		esac
 	done
 	local disks=() boot
@@ -301,10 +294,10 @@ pair_start() {
 		# B's QEMU must listen before A's connects
 		for ((i = 0; i < 100; i++)); do
 			ss -Htln "sport = :$PORT_NET" | grep -q . && return 0
-			pair_alive b || { cat "$pre.qemu.log"; die "B's QEMU exited at start"; }
+			pair_alive b || { cat "$pre.qemu.log"; fail "B's QEMU exited at start"; }
 			sleep 0.1
 		done
-		die "B's QEMU does not listen on 127.0.0.1:$PORT_NET"
+		fail "B's QEMU does not listen on 127.0.0.1:$PORT_NET"
 	fi
 }
 
@@ -327,9 +320,9 @@ pair_wait_ready() {
 			if ! pair_alive "$g"; then
 				tail -n 30 "$RUN/$g.boot$boot.console.log" | tr -d '\r'
 				cat "$RUN/$g.boot$boot.qemu.log"
-				die "guest $g died before its agent was ready (QEMU exit status $(cat "$RUN/$g.boot$boot.exit" 2>/dev/null))"
+				fail "guest $g died before its agent was ready (QEMU exit status $(cat "$RUN/$g.boot$boot.exit" 2>/dev/null))"
 			fi
-			((i < 1800)) || { tail -n 30 "$RUN/$g.boot$boot.console.log" | tr -d '\r'; die "guest $g not ready in 180 s"; }
+			((i < 1800)) || { tail -n 30 "$RUN/$g.boot$boot.console.log" | tr -d '\r'; fail "guest $g not ready in 180 s"; }
 			sleep 0.1
 		done
 		log "guest $g ready (guest uptime $(cat "$RUN/$g/ready") s)"
@@ -353,10 +346,10 @@ gwait() {
 	local d=$RUN/$1/cmd i rc
 	for ((i = 0; ; i++)); do
 		[[ -e $d/$2.rc ]] && break
-		pair_alive "$1" || die "guest $1 died while running $2"
+		pair_alive "$1" || fail "guest $1 died while running $2"
 		if ((i > $3 * 10)); then
 			sed "s/^/    $1:$2| /" "$d/$2.out" 2>/dev/null | tail -n 40
-			die "$1: command $2 did not end in $3 s"
+			fail "$1: command $2 did not end in $3 s"
 		fi
 		sleep 0.1
 	done
@@ -377,16 +370,16 @@ grunning() { [[ -e $RUN/$1/cmd/$2.pid && ! -e $RUN/$1/cmd/$2.rc ]]; }
 # (a command that `exec`s a program: that program)
 gsignal() {
 	grun "$1" "sig-$2-$3" "kill -$3 \$(cat /srv/cmd/$2.pid)" 20 >/dev/null ||
-		die "$1: kill -$3 of command $2 failed"
+		fail "$1: kill -$3 of command $2 failed"
 }
 # gstatus GUEST JQ : ST = a value from `replctl --json status r0` in GUEST
 # (the whole status is kept in $RUN/GUEST/status.json)
 gstatus() {
 	local n=st$RANDOM
 	gcmd "$1" "$n" "replctl --json status r0 > /srv/status.json.tmp; mv /srv/status.json.tmp /srv/status.json"
-	gwait "$1" "$n" 20 >/dev/null || { sed "s/^/    /" "$RUN/$1/cmd/$n.out"; die "$1: replctl status failed"; }
+	gwait "$1" "$n" 20 >/dev/null || { sed "s/^/    /" "$RUN/$1/cmd/$n.out"; fail "$1: replctl status failed"; }
 	rm -f "$RUN/$1/cmd/$n".*
-	ST=$(jq -c -r "$2" "$RUN/$1/status.json") || die "jq '$2' on $1's status: $(cat "$RUN/$1/status.json")"
+	ST=$(jq -c -r "$2" "$RUN/$1/status.json") || fail "jq '$2' on $1's status: $(cat "$RUN/$1/status.json")"
 }
 
 # ---- QMP: pair_qmp GUEST COMMAND [ARGUMENTS-JSON] : prints the reply line,
@@ -413,14 +406,14 @@ pair_qmp() {
 pair_link() {
 	local up=true
 	[[ $2 == off ]] && up=false
-	pair_qmp "$1" set_link "{\"name\":\"n0\",\"up\":$up}" >/dev/null || die "QMP set_link $1 $2 failed"
+	pair_qmp "$1" set_link "{\"name\":\"n0\",\"up\":$up}" >/dev/null || fail "QMP set_link $1 $2 failed"
 	log "link of $1 $2"
 }
 
 # ---- pair_kill GUEST : power loss (SIGKILL of its QEMU); keeps its kernel log
 pair_kill() {
 	local g=$1 p
-	p=$(pair_qemu_pid "$g") || die "pair_kill: no QEMU of $g"
+	p=$(pair_qemu_pid "$g") || fail "pair_kill: no QEMU of $g"
 	kill -9 "$p"
 	wait "$(cat "$RUN/$g.wpid")" 2>/dev/null || true
 	pair_save_boot "$g" killed
@@ -447,11 +440,11 @@ pair_stop() {
 		pair_alive "$g" || break
 		sleep 0.1
 	done
-	pair_alive "$g" && die "guest $g did not power off in $tmo s"
+	pair_alive "$g" && fail "guest $g did not power off in $tmo s"
 	wait "$(cat "$RUN/$g.wpid")" 2>/dev/null || true
 	pair_save_boot "$g" clean
 	grep -q '^DMREPL_VM_RC=0$' "$pre.console.txt" ||
-		{ tail -n 20 "$pre.console.txt"; die "guest $g: no DMREPL_VM_RC=0 at power off"; }
+		{ tail -n 20 "$pre.console.txt"; fail "guest $g: no DMREPL_VM_RC=0 at power off"; }
 	log "guest $g powered off cleanly"
 }
 
@@ -471,13 +464,27 @@ pair_scan() {
 	"$VM_DIR/scan-dmesg.sh" "${files[@]}"
 }
 
+# pair_pass_equal A_CMD : stop A's repld (command A_CMD) and B's, then both
+# guests; A's and B's data disks must be equal and hold the state after the
+# workload's writes 1..$ACKED (repl-stamp, --seed $SEED --slots $SLOTS); PASS
+pair_pass_equal() {
+	pair_repld_stop "a:$1" b:repld
+	pair_stop a
+	pair_stop b
+	cmp "$(disk_img a 0)" "$(disk_img b 0)" || fail "A's and B's data disks differ"
+	"$STAMP" check "$(disk_img b 0)" --seed "$SEED" --slots "$SLOTS" --upto "$ACKED" ||
+		fail "B's disk is not the state after writes 1..$ACKED"
+	log "A's and B's disks are equal and hold the state after writes 1..$ACKED"
+	pair_pass
+}
+
 # pair_pass : stop the running guests cleanly, scan the kernel logs, PASS
 pair_pass() {
 	local g
 	for g in "${PAIR_GUESTS[@]}"; do
 		pair_alive "$g" && pair_stop "$g"
 	done
-	pair_scan || die "a guest's kernel log has errors (see above)"
+	pair_scan || fail "a guest's kernel log has errors (see above)"
 	[[ ${PAIR_KEEP:-0} == 1 ]] || rm -f "$RUN"/disk-*.img
 	PAIR_PASSED=1
 	log "PASS $PAIR_NAME (wall $(now) s)"
@@ -538,10 +545,10 @@ pair_repl_setup() {
 	pair_start b
 	pair_start a
 	pair_wait_ready b a
-	grun a md 'replctl create-md --meta /dev/vdb --data /dev/vda --resource r0' >/dev/null || die "create-md on A"
+	grun a md 'replctl create-md --meta /dev/vdb --data /dev/vda --resource r0' >/dev/null || fail "create-md on A"
 	gcmd b repld 'conf_secondary; exec repld -c "$CONF"'
 	grun b listen "wait_for 20 \"ss -Htln 'sport = :\$PORT' | grep -q .\"" ||
-		{ gout b repld; die "B's repld does not listen"; }
+		{ gout b repld; fail "B's repld does not listen"; }
 	pair_repld_start repld "$1"
 }
 
@@ -552,8 +559,8 @@ pair_repld_start() {
 	[[ $2 == async ]] && want=async
 	gcmd a "$1" "conf_primary $2; exec repld -c \"\$CONF\""
 	grun a "$1-up" 'wait_connected 30; st .target.mode' 40 >/dev/null ||
-		{ gout a "$1" | tail -n 20; die "A's repld ($1) did not connect to B"; }
-	[[ "$(gout a "$1-up")" == "$want" ]] || die "the target is in $(gout a "$1-up") mode, expected $want"
+		{ gout a "$1" | tail -n 20; fail "A's repld ($1) did not connect to B"; }
+	[[ "$(gout a "$1-up")" == "$want" ]] || fail "the target is in $(gout a "$1-up") mode, expected $want"
 	log "A's repld ($1) connected to B, $2 mode"
 }
 
@@ -566,7 +573,7 @@ pair_repld_stop() {
 			[[ $c == "$g:"* ]] || continue
 			c=${c#*:}
 			gsignal "$g" "$c" TERM
-			gwait "$g" "$c" 40 >/dev/null || { gout "$g" "$c" | tail -n 20; die "$g's repld ($c) did not exit cleanly"; }
+			gwait "$g" "$c" 40 >/dev/null || { gout "$g" "$c" | tail -n 20; fail "$g's repld ($c) did not exit cleanly"; }
 		done
 	done
 }
@@ -583,12 +590,12 @@ pair_load_start() {
 # pair_load_stop : SIGTERM, the workload must end cleanly; ACKED = its last write
 pair_load_stop() {
 	gsignal a load TERM
-	gwait a load 30 || die "the workload failed"
+	gwait a load 30 || fail "the workload failed"
 	ACKED=$(ack_of a ack)
 }
 # wait_ack N TMO : until A's ack file reaches N
 wait_ack() {
-	pair_wait_host "$2" "(( \$(ack_of a ack) >= $1 ))" || die "the workload did not reach write $1 in $2 s (at $(ack_of a ack))"
+	pair_wait_host "$2" "(( \$(ack_of a ack) >= $1 ))" || fail "the workload did not reach write $1 in $2 s (at $(ack_of a ack))"
 }
 
 # ack_timeline T0 UNTIL FILE : append "<seconds since T0> <A's ack>" to FILE
@@ -613,11 +620,11 @@ held_then_released() {
 	read -r t3 alast < <(tail -n 1 "$f")
 	a3=$(awk -v t="$t3" '$1 <= t - 3 { v = $2 } END { print v + 0 }' "$f")
 	log "$4 at write $a0: $a2 after 2 s, first progress at ${tfree:-never} s, $a3 -> $alast in the last 3 s (to $t3 s)"
-	((a2 <= a0 + 8)) || die "$4: writes completed during its first 2 s ($a0 -> $a2): not held"
-	[[ -n $tfree ]] || die "$4: the workload made no progress"
+	((a2 <= a0 + 8)) || fail "$4: writes completed during its first 2 s ($a0 -> $a2): not held"
+	[[ -n $tfree ]] || fail "$4: the workload made no progress"
 	awk -v t="$tfree" -v h="$hold" 'BEGIN { exit !(t >= h / 1000 * 0.8 && t <= h / 1000 + 3) }' ||
-		die "$4: the first write after it completed at $tfree s, expected about the hold timeout ($hold ms)"
-	((alast - a3 >= 30)) || die "$4: only $((alast - a3)) writes in the last 3 s: writes do not continue after the hold timeout"
+		fail "$4: the first write after it completed at $tfree s, expected about the hold timeout ($hold ms)"
+	((alast - a3 >= 30)) || fail "$4: only $((alast - a3)) writes in the last 3 s: writes do not continue after the hold timeout"
 }
 # wait_back_in_sync TMO : until A's peer is Connected, Established and the
 # target is back in sync mode, state ok; sets TBACK (seconds waited)
@@ -627,7 +634,7 @@ wait_back_in_sync() {
 	for ((i = 0; ; i++)); do
 		gstatus a '[.peers[0].connection, .peers[0].replication, .target.state, .target.mode] | join(" ")'
 		[[ $ST == "Connected Established ok sync" ]] && break
-		((i < $1 * 2)) || die "not back in sync after $1+ s: connection, replication, state, mode = $ST"
+		((i < $1 * 2)) || fail "not back in sync after $1+ s: connection, replication, state, mode = $ST"
 		sleep 0.5
 	done
 	TBACK=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')

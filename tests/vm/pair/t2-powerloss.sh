@@ -41,7 +41,7 @@ if [[ $MODE == sync ]]; then
 	wait_ack 200 90
 else
 	# B lags: 100 ms more on A's packets; writes complete locally meanwhile
-	grun a netem 'tc qdisc add dev eth0 root netem delay 100ms' >/dev/null || die "netem on A"
+	grun a netem 'tc qdisc add dev eth0 root netem delay 100ms' >/dev/null || fail "netem on A"
 	pair_load_start $SEED --flush-every 50 --sync-every 16
 	wait_ack 1000 90
 fi
@@ -52,12 +52,12 @@ pair_kill a
 ACKED=$(ack_of a ack)
 log "A had acknowledged writes up to $ACKED"
 grun b gone 'wait_for 20 "[ \"\$(st .primary.connection)\" != Connected ]"; sleep 1' 30 >/dev/null ||
-	die "B did not notice that A is gone"
-grunning b repld || die "B's repld died with A"
+	fail "B did not notice that A is gone"
+grunning b repld || fail "B's repld died with A"
 min=1
 [[ $MODE == sync ]] && min=$ACKED
 grun b prefix "repl-stamp check-prefix /dev/vda --seed $SEED --slots $SLOTS --min $min" 120 ||
-	die "B's disk is not a prefix of A's writes holding writes 1..$min"
+	fail "B's disk is not a prefix of A's writes holding writes 1..$min"
 KB=$(sed -n '/^[0-9][0-9]*$/p' "$RUN/b/cmd/prefix.out")
 log "B's disk holds exactly writes 1..$KB (A had acknowledged $ACKED; $MODE)"
 
@@ -65,22 +65,22 @@ log "B's disk holds exactly writes 1..$KB (A had acknowledged $ACKED; $MODE)"
 pair_start a
 pair_wait_ready a
 grun a prefix "repl-stamp check-prefix /dev/vda --seed $SEED --slots $SLOTS --min $ACKED" 120 ||
-	die "A's own disk lost acknowledged writes or is not a prefix"
+	fail "A's own disk lost acknowledged writes or is not a prefix"
 KA=$(sed -n '/^[0-9][0-9]*$/p' "$RUN/a/cmd/prefix.out")
 log "after the reboot A's disk holds exactly writes 1..$KA"
-((KB <= KA + 1)) || die "B holds writes up to $KB, more than one beyond A's $KA"
-grun a md 'replctl --json dump-md --meta /dev/vdb > /srv/md.json' >/dev/null || die "dump-md"
+((KB <= KA + 1)) || fail "B holds writes up to $KB, more than one beyond A's $KA"
+grun a md 'replctl --json dump-md --meta /dev/vdb > /srv/md.json' >/dev/null || fail "dump-md"
 read -r clean nset rbytes role < <(jq -r '"\(.clean) \(.set_regions) \(.region_bytes) \(.role)"' "$RUN/a/md.json")
 log "A's metadata: clean $clean, role $role, $nset regions set, region $rbytes bytes"
-[[ $clean == false ]] || die "A's metadata says clean after a power loss"
-[[ $role == primary ]] || die "A's metadata says role $role after a power loss as primary"
-((nset > 0)) || die "no region set in A's bitmap after a power loss under load"
+[[ $clean == false ]] || fail "A's metadata says clean after a power loss"
+[[ $role == primary ]] || fail "A's metadata says role $role after a power loss as primary"
+((nset > 0)) || fail "no region set in A's bitmap after a power loss under load"
 cmp -l "$(disk_img a 0)" "$(disk_img b 0)" | awk -v rb="$rbytes" '{ r = int(($1 - 1) / rb); if (!(r in s)) { s[r] = 1; print r } }' >"$RUN/diff-regions.txt"
 jq -r '.set[] | "\(.[0]) \(.[1])"' "$RUN/a/md.json" >"$RUN/set-regions.txt"
 outside=$(awk 'NR == FNR { lo[NR] = $1; hi[NR] = $2; n = NR; next }
 	{ for (i = 1; i <= n; i++) if ($1 >= lo[i] && $1 <= hi[i]) next; print }' "$RUN/set-regions.txt" "$RUN/diff-regions.txt")
 log "A's and B's disks differ in $(wc -l <"$RUN/diff-regions.txt") regions, all of them must be set in the bitmap"
-[[ -z $outside ]] || die "regions that differ but are not in A's bitmap: $(echo "$outside" | head -n 10 | tr '\n' ' ')"
+[[ -z $outside ]] || fail "regions that differ but are not in A's bitmap: $(echo "$outside" | head -n 10 | tr '\n' ' ')"
 
 # ---- resync after the reboot (DMREPL_PAIR_RESYNC=0 skips it)
 if [[ $RESYNC != 1 ]]; then
@@ -91,30 +91,30 @@ fi
 log "STEP: resync after the reboot"
 gcmd a repld2 "conf_primary $MODE; exec repld -c \"\$CONF\""
 grun a repld2-up 'wait_for 30 "st .ok > /dev/null 2>&1"' 40 >/dev/null ||
-	{ gout a repld2 | tail -n 20; die "A's repld did not start"; }
+	{ gout a repld2 | tail -n 20; fail "A's repld did not start"; }
 for ((i = 0; ; i++)); do
 	gstatus a "$RESYNC_DONE"
 	[[ $ST == true ]] && break
 	if ((i >= 240)); then
 		gstatus a '.peers[0]'
-		die "no finished resync 120+ s after A's repld started: $ST"
+		fail "no finished resync 120+ s after A's repld started: $ST"
 	fi
-	grunning a repld2 || { gout a repld2 | tail -n 20; die "A's repld exited"; }
+	grunning a repld2 || { gout a repld2 | tail -n 20; fail "A's repld exited"; }
 	sleep 0.5
 done
 gstatus a '.peers[0] | [.connection, .disk, .replication, (.last_resync_bytes // "?")] | join(" ")'
 log "resync done: connection, disk, replication, last resync bytes: $ST"
-grep -a "unclean shutdown" "$RUN/a/dmesg-live.txt" || die "the target did not report the unclean shutdown"
+grep -a "unclean shutdown" "$RUN/a/dmesg-live.txt" || fail "the target did not report the unclean shutdown"
 read -r _ _ _ rsb <<<"$ST"
-[[ $rsb == "?" ]] || ((rsb < (SIZE_MB << 20) / 2)) || die "the resync moved $rsb bytes: not bounded by the bitmap"
+[[ $rsb == "?" ]] || ((rsb < (SIZE_MB << 20) / 2)) || fail "the resync moved $rsb bytes: not bounded by the bitmap"
 grun a more "repl-stamp write /dev/mapper/r0 --seed $SEED --slots $SLOTS --first $((KA + 1)) --count 100" 120 ||
-	die "writes after the resync failed"
-grun a durable 'wait_durable 30' 40 || die "B did not make everything durable"
+	fail "writes after the resync failed"
+grun a durable 'wait_durable 30' 40 || fail "B did not make everything durable"
 pair_repld_stop a:repld2 b:repld
 pair_stop a
 pair_stop b
-cmp "$(disk_img a 0)" "$(disk_img b 0)" || die "A's and B's data disks differ after the resync"
+cmp "$(disk_img a 0)" "$(disk_img b 0)" || fail "A's and B's data disks differ after the resync"
 "$STAMP" check "$(disk_img b 0)" --seed $SEED --slots "$SLOTS" --upto $((KA + 100)) ||
-	die "B's disk is not the state after writes 1..$((KA + 100))"
+	fail "B's disk is not the state after writes 1..$((KA + 100))"
 log "A's and B's disks are equal and hold the state after writes 1..$((KA + 100))"
 pair_pass
