@@ -6,7 +6,8 @@
 set -eu
 src=$1 stage=$2 kdir=$3 out=$4
 mkdir -p "$stage/include/uapi/linux"
-for f in Kbuild dm-repl-target.c dm-repl-ring.c dm-repl-meta.c dm-repl-core.h; do
+for f in Kbuild dm-repl-target.c dm-repl-ring.c dm-repl-dev.c dm-repl-meta.c \
+	dm-repl-core.h; do
 	cmp -s "$src/$f" "$stage/$f" 2>/dev/null || cp "$src/$f" "$stage/$f"
 done
 h=include/uapi/linux/dm-repl.h

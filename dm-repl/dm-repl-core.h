@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * dm-repl internals shared by the target (dm-repl-target.c) and the ring
- * (dm-repl-ring.c).  The ABI seen by userspace is in
+ * dm-repl internals shared by the target (dm-repl-target.c), the ring
+ * (dm-repl-ring.c), /dev/dm-repl (dm-repl-dev.c) and the metadata device
+ * (dm-repl-meta.c).  The ABI seen by userspace is in
  * include/uapi/linux/dm-repl.h.
  */
 #ifndef DM_REPL_CORE_H
@@ -89,6 +90,8 @@ struct repl_ring {
 	dev_t devt;
 	bool dead;			/* no target left: consumer sees HUP */
 	bool consumer;			/* a file is attached */
+	struct workqueue_struct *wq;	/* the module's: events, hold timeout */
+	struct workqueue_struct *copy_wq;	/* the module's: payload copies */
 
 	struct mutex tmutex;		/* protects targets, nr_targets */
 	struct list_head targets;	/* struct repl_c, ring_node */
@@ -165,6 +168,9 @@ struct repl_ring_geometry {
 	u32 max_extents;	/* active at most */
 	struct dm_dev *meta_dev;	/* NULL: no metadata device */
 	char name[DM_NAME_LEN];	/* the mapped device's name (dmsetup's) */
+	/* the module's work queues (dm-repl-target.c), for a new ring */
+	struct workqueue_struct *wq;
+	struct workqueue_struct *copy_wq;
 };
 
 struct repl_ring_stats {
@@ -203,11 +209,25 @@ int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
 			enum repl_mode new_mode);
 void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st);
-int repl_ring_init(void);
-void repl_ring_exit(void);
-void repl_ring_queue_work(struct work_struct *work);
-void repl_ring_delay_work(struct delayed_work *work, unsigned long delay);
+void repl_ring_queue_work(struct repl_ring *ring, struct work_struct *work);
+void repl_ring_delay_work(struct repl_ring *ring, struct delayed_work *work,
+			  unsigned long delay);
 void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr);
+/* dm-repl-ring.c, the consumer side (dm-repl-dev.c) */
+int repl_ring_attach(dev_t devt, struct repl_ring **ret);
+void repl_ring_detach(struct repl_ring *ring);
+void repl_ring_kref_get(struct repl_ring *ring);
+void repl_ring_kref_put(struct repl_ring *ring);
+int repl_ring_kick(struct repl_ring *ring);
+int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf,
+			 u64 *ret_dirty, u64 *ret_gen);
+void repl_ring_mark_regions(struct repl_ring *ring, u64 first, u64 count);
+int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
+			    u64 gen);
+
+/* dm-repl-dev.c: module init and exit */
+int repl_dev_register(void);
+void repl_dev_unregister(void);
 
 /* dm-repl-meta.c: the metadata device (persistent bitmap) */
 int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,

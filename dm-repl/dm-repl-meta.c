@@ -204,7 +204,7 @@ static void md_fail(struct repl_meta *m, int r)
 	m->failed = true;
 	DMERR("%u:%u: metadata device write failed (%d): the bitmap is no longer persistent",
 	      MAJOR(m->ring->devt), MINOR(m->ring->devt), r);
-	repl_ring_queue_work(&m->ring->event_work);
+	repl_ring_queue_work(m->ring, &m->ring->event_work);
 }
 
 /* ring->lock held: copy the pages of this round (page_pending). */
@@ -341,7 +341,7 @@ bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb)
 		}
 	}
 	if (!delayed_work_pending(&m->clear_work))
-		repl_ring_delay_work(&m->clear_work, MD_CLEAR_INTERVAL);
+		repl_ring_delay_work(m->ring, &m->clear_work, MD_CLEAR_INTERVAL);
 	if (defer)
 		pb->meta_round = need;
 	return defer;
@@ -351,7 +351,7 @@ bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb)
 void repl_meta_defer(struct repl_ring *ring, struct bio *bio)
 {
 	bio_list_add(&ring->meta->deferred, bio);
-	repl_ring_queue_work(&ring->meta->work);
+	repl_ring_queue_work(ring, &ring->meta->work);
 }
 
 /* ring->lock held: an out-of-sync region must be set on disk too. */
@@ -363,7 +363,7 @@ void repl_meta_set_dirty_bit(struct repl_ring *ring, u64 region)
 		return;
 	__set_bit_le(region, m->ondisk);
 	__set_bit(md_page(region), m->page_dirty);
-	repl_ring_queue_work(&m->work);
+	repl_ring_queue_work(m->ring, &m->work);
 }
 
 /* ring->lock held: a resync cleared an out-of-sync region. */
@@ -377,7 +377,7 @@ void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region)
 		return;
 	__clear_bit_le(region, m->ondisk);
 	__set_bit(md_page(region), m->page_dirty);
-	repl_ring_queue_work(&m->work);
+	repl_ring_queue_work(m->ring, &m->work);
 }
 
 /*
@@ -437,7 +437,7 @@ static bool md_clear_pass(struct repl_meta *m, bool final)
 	again = m->nr_intent != 0;
 	spin_unlock_irq(&ring->lock);
 	if (dirtied)
-		repl_ring_queue_work(&m->work);
+		repl_ring_queue_work(m->ring, &m->work);
 	return again;
 }
 
@@ -447,7 +447,7 @@ static void md_clear_work(struct work_struct *work)
 					   clear_work);
 
 	if (md_clear_pass(m, false))
-		repl_ring_delay_work(&m->clear_work, MD_CLEAR_INTERVAL);
+		repl_ring_delay_work(m->ring, &m->clear_work, MD_CLEAR_INTERVAL);
 }
 
 /* The superblock says "in use": before the first write after a resume. */

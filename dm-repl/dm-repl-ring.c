@@ -5,8 +5,9 @@
  * One ring per mapped device.  It outlives a table reload (the new table's
  * target picks up the ring of the old one) and a daemon restart (the ring
  * belongs to the device, not to the consumer).  Userspace reaches it through
- * the misc device /dev/dm-repl: DM_REPL_IOC_ATTACH, mmap, poll, and the
- * DM_REPL_IOC_KICK doorbell after it has stored release_seq / ack_seq.
+ * the misc device /dev/dm-repl (dm-repl-dev.c), which calls the consumer
+ * functions at the end of this file.  The work queues are the module's
+ * (dm-repl-target.c), handed over in the geometry.
  *
  * Locking: repl_rings_lock (mutex) protects the registry and the consumer
  * attachment; ring->tmutex the list of targets using the ring; ring->lock
@@ -19,10 +20,7 @@
  * records and payloads are mapped read-only, so the kernel may trust them.
  */
 #include <linux/module.h>
-#include <linux/miscdevice.h>
-#include <linux/fs.h>
 #include <linux/mm.h>
-#include <linux/poll.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <linux/uaccess.h>
@@ -39,8 +37,6 @@
 
 static LIST_HEAD(repl_rings);
 static DEFINE_MUTEX(repl_rings_lock);
-static struct workqueue_struct *repl_wq;
-static struct workqueue_struct *repl_copy_wq;
 static atomic_t repl_copy_turn = ATOMIC_INIT(0);
 
 static inline u32 ring_slot(const struct repl_ring *ring, u64 seq)
@@ -74,7 +70,7 @@ static void ring_state_changed(struct repl_ring *ring)
 {
 	ring->state_seq++;
 	ring_mirror_state(ring);
-	queue_work(repl_wq, &ring->event_work);
+	queue_work(ring->wq, &ring->event_work);
 	wake_up_all(&ring->poll_wq);
 }
 
@@ -231,7 +227,7 @@ static void ring_fill(struct repl_ring *ring, u64 seq, u16 op, u16 flags,
 /*
  * ring->lock held: sync writes stop waiting for acknowledgments until the
  * consumer has acknowledged everything logged so far (and is close to the
- * head); see ring_kick().
+ * head); see repl_ring_kick().
  */
 static void ring_degrade(struct repl_ring *ring)
 {
@@ -305,7 +301,7 @@ static bool ring_hold_locked(struct repl_ring *ring, struct repl_bio *pb)
 	list_add_tail(&pb->held, &ring->held);
 	pb->flags |= RB_HELD;
 	if (!ring->nr_held++)
-		mod_delayed_work(repl_wq, &ring->hold_work,
+		mod_delayed_work(ring->wq, &ring->hold_work,
 				 time_after(pb->deadline, jiffies) ?
 				 pb->deadline - jiffies : 0);
 	return true;
@@ -478,7 +474,7 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		pb->data_off = off;
 		pb->iter = bio->bi_iter;
 		INIT_WORK(&pb->copy_work, ring_copy_work);
-		queue_work_on(repl_copy_cpu(), repl_copy_wq, &pb->copy_work);
+		queue_work_on(repl_copy_cpu(), ring->copy_wq, &pb->copy_work);
 	} else {
 		struct bvec_iter pos = bio->bi_iter;
 
@@ -612,7 +608,7 @@ static void ring_hold_work(struct work_struct *work)
 		}
 		ring_state_changed(ring);
 	} else if (earliest) {
-		mod_delayed_work(repl_wq, &ring->hold_work,
+		mod_delayed_work(ring->wq, &ring->hold_work,
 				 time_after(earliest, jiffies) ?
 				 earliest - jiffies : 0);
 	}
@@ -649,7 +645,7 @@ void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
  * The doorbell: read the consumer's release_seq and ack_seq once, check
  * them, free ring space, complete acknowledged writes.
  */
-static int ring_kick(struct repl_ring *ring)
+int repl_ring_kick(struct repl_ring *ring)
 {
 	struct dm_repl_ring_hdr *hdr = ring->hdr;
 	u64 rel, ack, s;
@@ -842,6 +838,25 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	u64 rec_bytes;
 	int r;
 
+	/* Pin the ABI layout. */
+	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 5 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, local_seq) != 4 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, ring_id) != 3 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, prod_seq) != DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, read_seq) != 2 * DM_REPL_CACHELINE);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, release_seq) != 2 * DM_REPL_CACHELINE + 8);
+	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, ack_seq) != 2 * DM_REPL_CACHELINE + 16);
+	BUILD_BUG_ON(sizeof(struct dm_repl_rec) != 64);
+	BUILD_BUG_ON(offsetof(struct dm_repl_rec, epoch) != 24);
+	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_offset) != 32);
+	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_len) != 40);
+	BUILD_BUG_ON(sizeof(struct dm_repl_attach) != 32);
+	BUILD_BUG_ON(sizeof(struct dm_repl_dirty) != 48);
+	BUILD_BUG_ON(sizeof(struct dm_repl_regions) != 32);
+	BUILD_BUG_ON(sizeof(struct dm_repl_md_sb) != 176);
+	BUILD_BUG_ON(offsetof(struct dm_repl_md_sb, resource) != 64);
+	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) > PAGE_SIZE);
+
 	ring = kzalloc(sizeof(*ring), GFP_KERNEL);
 	if (!ring) {
 		*error = "Cannot allocate ring";
@@ -858,6 +873,8 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	INIT_DELAYED_WORK(&ring->hold_work, ring_hold_work);
 	INIT_WORK(&ring->event_work, ring_event_work);
 	ring->devt = devt;
+	ring->wq = geo->wq;
+	ring->copy_wq = geo->copy_wq;
 	ring->nr_recs = ring_nr_recs(geo->data_size);
 	ring->data_size = geo->data_size;
 	ring->dev_sectors = geo->dev_sectors;
@@ -1002,89 +1019,45 @@ void repl_ring_put(struct repl_ring *ring, struct repl_c *rc)
 	ring_put(ring);
 }
 
-/* ---------------------------------------------------------------------
- * /dev/dm-repl
+/*
+ * The consumer side, for /dev/dm-repl (dm-repl-dev.c).
  */
 
-struct repl_file {
-	struct mutex lock;		/* protects ring */
-	struct repl_ring *ring;		/* set once by ATTACH */
-};
-
-static int repl_open(struct inode *inode, struct file *file)
+/* Take a reference to the ring (a mapping of it). */
+void repl_ring_kref_get(struct repl_ring *ring)
 {
-	struct repl_file *rf;
-
-	rf = kzalloc(sizeof(*rf), GFP_KERNEL);
-	if (!rf)
-		return -ENOMEM;
-	mutex_init(&rf->lock);
-	file->private_data = rf;
-	return 0;
+	kref_get(&ring->kref);
 }
 
-static int repl_release(struct inode *inode, struct file *file)
+void repl_ring_kref_put(struct repl_ring *ring)
 {
-	struct repl_file *rf = file->private_data;
-	struct repl_ring *ring = rf->ring;
-
-	if (ring) {
-		mutex_lock(&repl_rings_lock);
-		WRITE_ONCE(ring->consumer, false);
-		mutex_unlock(&repl_rings_lock);
-		ring_put(ring);
-	}
-	kfree(rf);
-	return 0;
+	ring_put(ring);
 }
 
-static struct repl_ring *repl_file_ring(struct file *file)
+/*
+ * Become the one consumer of the ring of the mapped device @devt; holds a
+ * reference until repl_ring_detach().  A new consumer starts at the oldest
+ * record not released.
+ */
+int repl_ring_attach(dev_t devt, struct repl_ring **ret)
 {
-	struct repl_file *rf = file->private_data;
-	struct repl_ring *ring;
-
-	mutex_lock(&rf->lock);
-	ring = rf->ring;
-	mutex_unlock(&rf->lock);
-	return ring;
-}
-
-static int repl_attach(struct file *file, void __user *argp)
-{
-	struct repl_file *rf = file->private_data;
-	struct dm_repl_attach at;
 	struct dm_repl_ring_hdr *hdr;
 	struct repl_ring *ring;
 	int r = 0;
 
-	if (copy_from_user(&at, argp, sizeof(at)))
-		return -EFAULT;
-	if (at.flags || at.__pad)
-		return -EINVAL;
-	if (at.dev_major >= (1U << (32 - MINORBITS)) ||
-	    at.dev_minor > MINORMASK)
-		return -EINVAL;
-
-	mutex_lock(&rf->lock);
-	if (rf->ring) {
-		r = -EALREADY;
-		goto out_unlock_file;
-	}
 	mutex_lock(&repl_rings_lock);
-	ring = ring_find(MKDEV(at.dev_major, at.dev_minor));
+	ring = ring_find(devt);
 	if (!ring) {
 		r = -ENODEV;
-		goto out_unlock;
+		goto out;
 	}
 	if (ring->consumer) {
 		r = -EBUSY;
-		goto out_unlock;
+		goto out;
 	}
 	kref_get(&ring->kref);
 	WRITE_ONCE(ring->consumer, true);
-	rf->ring = ring;
 
-	/* A new consumer starts at the oldest record not released. */
 	hdr = ring->hdr;
 	spin_lock_irq(&ring->lock);
 	WRITE_ONCE(hdr->read_seq, ring->released);
@@ -1093,85 +1066,74 @@ static int repl_attach(struct file *file, void __user *argp)
 	WRITE_ONCE(hdr->state_seen, ring->state_seq - 1);
 	ring_mirror_state(ring);
 	spin_unlock_irq(&ring->lock);
-
-	at.map_size = ring->area_size;
-	at.hdr_size = PAGE_SIZE;
-out_unlock:
+	*ret = ring;
+out:
 	mutex_unlock(&repl_rings_lock);
-out_unlock_file:
-	mutex_unlock(&rf->lock);
-	if (!r && copy_to_user(argp, &at, sizeof(at)))
-		r = -EFAULT;	/* stays attached; close the fd to detach */
 	return r;
 }
 
-static int repl_get_dirty(struct repl_ring *ring, void __user *argp)
+/* The consumer's file is closed. */
+void repl_ring_detach(struct repl_ring *ring)
 {
-	struct dm_repl_dirty d;
-	u64 bytes, r;
-	u8 *buf;
-	int ret = 0;
-
-	if (copy_from_user(&d, argp, sizeof(d)))
-		return -EFAULT;
-	bytes = DIV_ROUND_UP_ULL(ring->nr_regions, 8);
-	if (d.bitmap) {
-		if (d.bitmap_bytes < bytes)
-			return -ENOSPC;
-		buf = kvzalloc(bytes, GFP_KERNEL);
-		if (!buf)
-			return -ENOMEM;
-		spin_lock_irq(&ring->lock);
-		for_each_set_bit(r, ring->dirty, ring->nr_regions)
-			buf[r >> 3] |= 1U << (r & 7);
-		d.dirty_regions = ring->nr_dirty;
-		d.dirty_gen = ring->dirty_gen;
-		spin_unlock_irq(&ring->lock);
-		if (copy_to_user(u64_to_user_ptr(d.bitmap), buf, bytes))
-			ret = -EFAULT;
-		kvfree(buf);
-		if (ret)
-			return ret;
-	} else {
-		spin_lock_irq(&ring->lock);
-		d.dirty_regions = ring->nr_dirty;
-		d.dirty_gen = ring->dirty_gen;
-		spin_unlock_irq(&ring->lock);
-	}
-	d.nr_regions = ring->nr_regions;
-	d.region_bytes = 1ULL << ring->region_shift;
-	if (copy_to_user(argp, &d, sizeof(d)))
-		return -EFAULT;
-	return 0;
+	mutex_lock(&repl_rings_lock);
+	WRITE_ONCE(ring->consumer, false);
+	mutex_unlock(&repl_rings_lock);
+	ring_put(ring);
 }
 
 /*
- * MARK_DIRTY / CLEAR_DIRTY.  Marking more than needed only costs a resync;
- * clearing is refused (EAGAIN) when anything was marked since the caller
- * copied the bitmap, so a region dirtied during its resync stays dirty.
+ * DM_REPL_IOC_GET_DIRTY: copy the dirty bitmap to @ubuf (little-endian bit
+ * order, (nr_regions + 7) / 8 bytes), unless it is NULL; return the number
+ * of dirty regions and the generation of the copy.
  */
-static int repl_mark_dirty(struct repl_ring *ring, void __user *argp, bool clear)
+int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf,
+			 u64 *ret_dirty, u64 *ret_gen)
 {
-	struct dm_repl_regions rg;
-	u64 r, end;
+	u64 bytes = DIV_ROUND_UP_ULL(ring->nr_regions, 8), r;
+	u8 *buf = NULL;
 	int ret = 0;
 
-	if (copy_from_user(&rg, argp, sizeof(rg)))
-		return -EFAULT;
-	if (rg.flags || rg.__pad || (!clear && rg.gen))
-		return -EINVAL;
-	if (!rg.count || rg.first >= ring->nr_regions ||
-	    rg.count > ring->nr_regions - rg.first)
-		return -EINVAL;
-	end = rg.first + rg.count;
+	if (ubuf) {
+		buf = kvzalloc(bytes, GFP_KERNEL);
+		if (!buf)
+			return -ENOMEM;
+	}
+	spin_lock_irq(&ring->lock);
+	if (buf)
+		for_each_set_bit(r, ring->dirty, ring->nr_regions)
+			buf[r >> 3] |= 1U << (r & 7);
+	*ret_dirty = ring->nr_dirty;
+	*ret_gen = ring->dirty_gen;
+	spin_unlock_irq(&ring->lock);
+	if (buf && copy_to_user(ubuf, buf, bytes))
+		ret = -EFAULT;
+	kvfree(buf);
+	return ret;
+}
+
+/* DM_REPL_IOC_MARK_DIRTY: regions [first, first + count), checked. */
+void repl_ring_mark_regions(struct repl_ring *ring, u64 first, u64 count)
+{
+	spin_lock_irq(&ring->lock);
+	ring_mark_regions(ring, first, first + count);
+	spin_unlock_irq(&ring->lock);
+}
+
+/*
+ * DM_REPL_IOC_CLEAR_DIRTY: clear regions [first, first + count), checked,
+ * unless a region was marked since the copy of generation @gen (-EAGAIN).
+ */
+int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
+			    u64 gen)
+{
+	u64 r, end = first + count;
+	int ret = 0;
 
 	spin_lock_irq(&ring->lock);
-	if (!clear) {
-		ring_mark_regions(ring, rg.first, end);
-	} else if (rg.gen != ring->dirty_gen) {
+	if (gen != ring->dirty_gen) {
 		ret = -EAGAIN;
 	} else {
-		for (r = rg.first; r < end; r++) {
+		for (r = first; r < end; r++) {
 			if (!__test_and_clear_bit(r, ring->dirty))
 				continue;
 			ring->nr_dirty--;
@@ -1188,131 +1150,15 @@ static int repl_mark_dirty(struct repl_ring *ring, void __user *argp, bool clear
 	return ret;
 }
 
-static long repl_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+void repl_ring_queue_work(struct repl_ring *ring, struct work_struct *work)
 {
-	void __user *argp = (void __user *)arg;
-	struct repl_ring *ring;
-
-	if (cmd == DM_REPL_IOC_ATTACH)
-		return repl_attach(file, argp);
-
-	ring = repl_file_ring(file);
-	if (!ring)
-		return -ENOTCONN;
-	switch (cmd) {
-	case DM_REPL_IOC_KICK:
-		return ring_kick(ring);
-	case DM_REPL_IOC_GET_DIRTY:
-		return repl_get_dirty(ring, argp);
-	case DM_REPL_IOC_MARK_DIRTY:
-		return repl_mark_dirty(ring, argp, false);
-	case DM_REPL_IOC_CLEAR_DIRTY:
-		return repl_mark_dirty(ring, argp, true);
-	default:
-		return -ENOTTY;
-	}
+	queue_work(ring->wq, work);
 }
 
-static __poll_t repl_poll(struct file *file, poll_table *wait)
+void repl_ring_delay_work(struct repl_ring *ring, struct delayed_work *work,
+			  unsigned long delay)
 {
-	struct repl_ring *ring = repl_file_ring(file);
-	struct dm_repl_ring_hdr *hdr;
-	__poll_t mask = 0;
-
-	if (!ring)
-		return EPOLLERR;
-	hdr = ring->hdr;
-	poll_wait(file, &ring->poll_wq, wait);
-	/*
-	 * Order the consumer's read_seq store (made before it called poll)
-	 * before our load of prod; pairs with smp_mb() in ring_commit().
-	 */
-	smp_mb();
-	if (READ_ONCE(ring->prod) > READ_ONCE(hdr->read_seq))
-		mask |= EPOLLIN | EPOLLRDNORM;
-	if (READ_ONCE(hdr->state_seq) != READ_ONCE(hdr->state_seen))
-		mask |= EPOLLPRI;
-	if (READ_ONCE(ring->dead))
-		mask |= EPOLLHUP;
-	return mask;
-}
-
-static void repl_vm_open(struct vm_area_struct *vma)
-{
-	struct repl_ring *ring = vma->vm_private_data;
-
-	kref_get(&ring->kref);
-}
-
-static void repl_vm_close(struct vm_area_struct *vma)
-{
-	ring_put(vma->vm_private_data);
-}
-
-static const struct vm_operations_struct repl_vm_ops = {
-	.open = repl_vm_open,
-	.close = repl_vm_close,
-};
-
-/*
- * Offset 0, exactly the header page: read-write.  Anything else inside the
- * area: read-only (records and payloads are the kernel's).
- */
-static int repl_mmap(struct file *file, struct vm_area_struct *vma)
-{
-	struct repl_ring *ring = repl_file_ring(file);
-	unsigned long len = vma->vm_end - vma->vm_start;
-	unsigned long off;
-	int r;
-
-	if (!ring)
-		return -ENOTCONN;
-	if (vma->vm_pgoff > (ring->area_size >> PAGE_SHIFT))
-		return -EINVAL;
-	off = vma->vm_pgoff << PAGE_SHIFT;
-	if (len > ring->area_size - off)
-		return -EINVAL;
-	if (off || len != PAGE_SIZE) {
-		if (vma->vm_flags & VM_WRITE)
-			return -EPERM;
-		vma->vm_flags &= ~VM_MAYWRITE;
-	}
-	vma->vm_flags |= VM_DONTCOPY;
-	r = remap_vmalloc_range(vma, ring->area, vma->vm_pgoff);
-	if (r)
-		return r;
-	vma->vm_private_data = ring;
-	vma->vm_ops = &repl_vm_ops;
-	kref_get(&ring->kref);
-	return 0;
-}
-
-static const struct file_operations repl_fops = {
-	.owner = THIS_MODULE,
-	.open = repl_open,
-	.release = repl_release,
-	.unlocked_ioctl = repl_ioctl,
-	.compat_ioctl = compat_ptr_ioctl,
-	.poll = repl_poll,
-	.mmap = repl_mmap,
-	.llseek = noop_llseek,
-};
-
-static struct miscdevice repl_misc = {
-	.minor = MISC_DYNAMIC_MINOR,
-	.name = DM_REPL_MISC_NAME,
-	.fops = &repl_fops,
-	.mode = 0600,
-};
-
-void repl_ring_queue_work(struct work_struct *work)
-{
-	queue_work(repl_wq, work);
-}
-
-void repl_ring_delay_work(struct delayed_work *work, unsigned long delay)
-{
-	queue_delayed_work(repl_wq, work, delay);
+	queue_delayed_work(ring->wq, work, delay);
 }
 
 /* Before the first I/O after a resume. */
@@ -1325,59 +1171,4 @@ int repl_ring_activate(struct repl_ring *ring)
 void repl_ring_quiesce(struct repl_ring *ring)
 {
 	repl_meta_quiesce(ring);
-}
-
-int repl_ring_init(void)
-{
-	int r;
-
-	/* Pin the ABI layout. */
-	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 5 * DM_REPL_CACHELINE);
-	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, local_seq) != 4 * DM_REPL_CACHELINE);
-	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, ring_id) != 3 * DM_REPL_CACHELINE);
-	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, prod_seq) != DM_REPL_CACHELINE);
-	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, read_seq) != 2 * DM_REPL_CACHELINE);
-	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, release_seq) != 2 * DM_REPL_CACHELINE + 8);
-	BUILD_BUG_ON(offsetof(struct dm_repl_ring_hdr, ack_seq) != 2 * DM_REPL_CACHELINE + 16);
-	BUILD_BUG_ON(sizeof(struct dm_repl_rec) != 64);
-	BUILD_BUG_ON(offsetof(struct dm_repl_rec, epoch) != 24);
-	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_offset) != 32);
-	BUILD_BUG_ON(offsetof(struct dm_repl_rec, data_len) != 40);
-	BUILD_BUG_ON(sizeof(struct dm_repl_attach) != 32);
-	BUILD_BUG_ON(sizeof(struct dm_repl_dirty) != 48);
-	BUILD_BUG_ON(sizeof(struct dm_repl_regions) != 32);
-	BUILD_BUG_ON(sizeof(struct dm_repl_md_sb) != 176);
-	BUILD_BUG_ON(offsetof(struct dm_repl_md_sb, resource) != 64);
-	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) > PAGE_SIZE);
-
-	repl_wq = alloc_workqueue("dm-repl", WQ_MEM_RECLAIM, 0);
-	if (!repl_wq)
-		return -ENOMEM;
-	/*
-	 * Per CPU, so that a copy runs where repl_copy_cpu() sends it; CPU
-	 * intensive, so that long copies do not hold back the other work
-	 * items of that CPU.
-	 */
-	repl_copy_wq = alloc_workqueue("dm-repl-copy",
-				       WQ_CPU_INTENSIVE | WQ_MEM_RECLAIM, 0);
-	if (!repl_copy_wq) {
-		r = -ENOMEM;
-		goto out_wq;
-	}
-	r = misc_register(&repl_misc);
-	if (r)
-		goto out_copy_wq;
-	return 0;
-out_copy_wq:
-	destroy_workqueue(repl_copy_wq);
-out_wq:
-	destroy_workqueue(repl_wq);
-	return r;
-}
-
-void repl_ring_exit(void)
-{
-	misc_deregister(&repl_misc);
-	destroy_workqueue(repl_copy_wq);
-	destroy_workqueue(repl_wq);
 }

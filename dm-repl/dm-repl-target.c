@@ -29,6 +29,14 @@
 #define REPL_MAX_REGION_KB		BIT(20)
 #define REPL_MAX_MAX_EXTENTS		BIT(24)
 
+/*
+ * The module's work queues, used by every ring (and its metadata device):
+ * repl_wq for events, hold timeouts and metadata rounds; repl_copy_wq for
+ * the payload copies.
+ */
+static struct workqueue_struct *repl_wq;
+static struct workqueue_struct *repl_copy_wq;
+
 static const char *repl_mode_name(enum repl_mode mode)
 {
 	return mode == REPL_MODE_SYNC ? "sync" : "async";
@@ -257,6 +265,8 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	geo.extent_shift = ilog2(rc->extent_kb) + 10;
 	geo.max_extents = rc->max_extents;
 	geo.meta_dev = rc->meta_dev;
+	geo.wq = repl_wq;
+	geo.copy_wq = repl_copy_wq;
 	/* dm_device_name() is the kernel's "dm-N"; the resource is the dm name. */
 	if (dm_copy_name_and_uuid(dm_table_get_md(ti->table), geo.name, NULL)) {
 		ti->error = "Cannot read the mapped device's name";
@@ -524,21 +534,49 @@ static int __init dm_repl_init(void)
 {
 	int r;
 
-	r = repl_ring_init();
+	repl_wq = alloc_workqueue("dm-repl", WQ_MEM_RECLAIM, 0);
+	if (!repl_wq)
+		return -ENOMEM;
+	/*
+	 * Per CPU, so that a copy runs where repl_copy_cpu() sends it; CPU
+	 * intensive, so that long copies do not hold back the other work
+	 * items of that CPU.
+	 */
+	repl_copy_wq = alloc_workqueue("dm-repl-copy",
+				       WQ_CPU_INTENSIVE | WQ_MEM_RECLAIM, 0);
+	if (!repl_copy_wq) {
+		r = -ENOMEM;
+		goto bad_copy_wq;
+	}
+	r = repl_dev_register();
 	if (r)
-		return r;
+		goto bad_dev;
 	r = dm_register_target(&repl_target);
 	if (r < 0) {
 		DMERR("register failed %d", r);
-		repl_ring_exit();
+		goto bad_target;
 	}
+	return 0;
+bad_target:
+	repl_dev_unregister();
+bad_dev:
+	destroy_workqueue(repl_copy_wq);
+bad_copy_wq:
+	destroy_workqueue(repl_wq);
 	return r;
 }
 
+/*
+ * No ring is left: every repl device is gone (dm holds a module reference
+ * per target), and so is every file of /dev/dm-repl and every mapping of
+ * a ring (the misc device holds one per open file).
+ */
 static void __exit dm_repl_exit(void)
 {
 	dm_unregister_target(&repl_target);
-	repl_ring_exit();
+	repl_dev_unregister();
+	destroy_workqueue(repl_copy_wq);
+	destroy_workqueue(repl_wq);
 }
 
 module_init(dm_repl_init);

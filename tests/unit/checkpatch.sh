@@ -53,7 +53,7 @@ check() {
 # BIT() is not available to the uapi header; the rest is held to --strict
 # without exceptions.
 check --ignore BIT_MACRO -- include/uapi/linux/dm-repl.h
-check -- dm-repl-core.h dm-repl-meta.c dm-repl-ring.c dm-repl-target.c
+check -- dm-repl-core.h dm-repl-dev.c dm-repl-meta.c dm-repl-ring.c dm-repl-target.c
 if [ "$problems" -ne 0 ]; then
 	echo "checkpatch: problems found"
 	exit 1
