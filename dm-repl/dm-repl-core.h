@@ -43,9 +43,14 @@ enum repl_mode {
 #define REPL_COPY_OFFLOAD_BYTES	(64U << 10)
 
 /*
- * dm core splits writes at this size (max_io_len).  The ring's record_kb
- * is independent of it: a write spanning several records stays one bio,
- * so the local write is never cut to the ring's record size.
+ * The target's max_io_len: dm core splits reads and writes at this size
+ * (1 MiB).  The ring's record_kb is independent of it: a write spanning
+ * several records stays one bio, so the local write is never cut to the
+ * ring's record size.  Discards and write-zeroes are not split at
+ * max_io_len (6.1's __send_changing_extent_only() splits them only at the
+ * target's end): they come as large as the data device's discard and
+ * write-zeroes limits allow, up to 4 GiB per bio (bi_size is 32 bits),
+ * and a blkdiscard of a whole device arrives as a stream of such bios.
  */
 #define REPL_MAX_IO_SECTORS	(DM_REPL_MAX_RECORD_KB << 1)
 
@@ -212,7 +217,6 @@ void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st);
 void repl_ring_queue_work(struct repl_ring *ring, struct work_struct *work);
 void repl_ring_delay_work(struct repl_ring *ring, struct delayed_work *work,
 			  unsigned long delay);
-void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr);
 /* dm-repl-ring.c, the consumer side (dm-repl-dev.c) */
 int repl_ring_attach(dev_t devt, struct repl_ring **ret);
 void repl_ring_detach(struct repl_ring *ring);

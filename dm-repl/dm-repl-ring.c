@@ -108,7 +108,7 @@ static void ring_mark_regions(struct repl_ring *ring, u64 first, u64 end)
 }
 
 /* ring->lock held.  Mark the regions of an unlogged extent dirty. */
-void ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
+static void repl_ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
 {
 	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
 
@@ -491,7 +491,7 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 
 unlogged:
 	if (op != DM_REPL_OP_FLUSH) {
-		ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
+		repl_ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
 		pb->flags |= RB_UNLOGGED;
 	}
 	defer = repl_meta_intent(ring, pb);
@@ -542,7 +542,7 @@ static void ring_take_held(struct repl_ring *ring, struct list_head *out,
 		pb->flags |= RB_RELEASED;
 		ring->nr_held--;
 		if (timed_out) {
-			ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
+			repl_ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
 			ring->hold_timeouts++;
 		}
 	}

@@ -278,7 +278,10 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (r)
 		goto bad;
 
-	/* The ring splits a write into records; dm splits only at 1 MiB. */
+	/*
+	 * The ring cuts a write into records; dm splits reads and writes only
+	 * at 1 MiB (not discards and write-zeroes: see REPL_MAX_IO_SECTORS).
+	 */
 	r = dm_set_target_max_io_len(ti, REPL_MAX_IO_SECTORS);
 	if (r) {
 		ti->error = "Cannot set max_io_len";
@@ -427,6 +430,13 @@ static void repl_status(struct dm_target *ti, status_type_t type,
  * Messages:
  *   mode sync|async          switch live; leaving sync completes held writes
  *   hold_timeout_ms <N>      change the hold timeout (1..60000)
+ *   gens                     reply with the four generation identifiers of
+ *                            the metadata superblock, 16-digit hex each
+ *                            (ENODEV without a metadata device)
+ *   set_gens <g0> <g1> <g2> <g3>
+ *                            set them (hex) and write the superblock before
+ *                            returning (ENODEV without a metadata device,
+ *                            EIO after a metadata write error)
  */
 static int repl_message(struct dm_target *ti, unsigned int argc, char **argv,
 			char *result, unsigned int maxlen)

@@ -57,8 +57,10 @@
  *
  * Payloads: a WRITE's payload is contiguous in the data area (it never
  * wraps), starts at a multiple of 512 bytes, and data_len == nr_sectors *
- * 512.  Other records have data_len == 0.  A write larger than 1 MiB is
- * split into several records.
+ * 512.  Other records have data_len == 0.  A write is cut into several
+ * records at multiples of the target's record_kb (a power of 2, at most
+ * DM_REPL_MAX_RECORD_KB, default 256 KiB) on the device: the records of
+ * one write have consecutive sequence numbers, in sector order.
  *
  * Flush and epochs: an empty REQ_PREFLUSH becomes a DM_REPL_OP_FLUSH record
  * that closes epoch e (its epoch field is e); later records carry e + 1.
@@ -269,7 +271,12 @@ struct dm_repl_md_sb {
 	__u8 uuid[16];		/* random at creation */
 	char resource[DM_REPL_MD_NAME_MAX];	/* the dm device's name, NUL padded */
 	__le64 events;		/* bumped on every superblock write */
-	__le64 gen[4];		/* generation identifiers (reserved) */
+	/*
+	 * generation identifiers, for the daemon: current, bitmap, history,
+	 * since (docs/metadata.md); the kernel stores them (message set_gens)
+	 * and does not interpret them
+	 */
+	__le64 gen[4];
 	__le32 role;		/* DM_REPL_MD_ROLE_* */
 	__le32 __pad;
 };
