@@ -17,6 +17,7 @@
 #include <linux/module.h>
 #include <linux/miscdevice.h>
 #include <linux/fs.h>
+#include <linux/capability.h>
 #include <linux/mm.h>
 #include <linux/poll.h>
 #include <linux/slab.h>
@@ -64,6 +65,12 @@ static struct repl_ring *repl_file_ring(struct file *file)
 	return ring;
 }
 
+/*
+ * The consumer of a ring sees every write of the device and decides what
+ * the peers get and when sync writes complete: as much as the device
+ * itself, so it takes what dm's own ioctls take (CAP_SYS_ADMIN), not only
+ * the permission to open /dev/dm-repl.
+ */
 static int repl_attach(struct file *file, void __user *argp)
 {
 	struct repl_file *rf = file->private_data;
@@ -71,6 +78,8 @@ static int repl_attach(struct file *file, void __user *argp)
 	struct repl_ring *ring;
 	int r = 0;
 
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
 	if (copy_from_user(&at, argp, sizeof(at)))
 		return -EFAULT;
 	if (at.flags || at.__pad)

@@ -1,5 +1,6 @@
 #!/bin/sh
-# A hostile consumer cannot hurt the kernel: refused ioctls and mappings,
+# A hostile consumer cannot hurt the kernel: attach refused without
+# CAP_SYS_ADMIN, refused ioctls and mappings,
 # 200000 rounds of garbage in the shared header with the doorbell rung while
 # fio writes; afterwards a normal consumer works, and removing the device
 # under an attached consumer ends it with a hang-up.  The harness fails the
@@ -9,6 +10,18 @@
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
 repl_create r0 /dev/vda async ring_size_mb 16 hold_timeout_ms 2000
+
+# attaching needs CAP_SYS_ADMIN: root without it may open /dev/dm-repl but
+# not attach
+setpriv --inh-caps=-sys_admin --bounding-set=-sys_admin \
+	repl-ringtest dirty /dev/mapper/r0 > /tmp/nocap.out 2> /tmp/nocap.err &&
+	fail "attached without CAP_SYS_ADMIN: $(cat /tmp/nocap.out)"
+grep -q "Operation not permitted" /tmp/nocap.err || fail "no EPERM without CAP_SYS_ADMIN: $(cat /tmp/nocap.err)"
+[ "$(repl_st r0 consumer)" = 0 ] || fail "a refused attach left a consumer"
+setpriv --inh-caps=-sys_admin --bounding-set=-sys_admin sh -c 'exec 3<>/dev/dm-repl' ||
+	fail "root without CAP_SYS_ADMIN cannot even open /dev/dm-repl: the check above proves nothing"
+repl-ringtest dirty /dev/mapper/r0 > /tmp/cap.out || fail "attach with CAP_SYS_ADMIN"
+pass "attach refused (EPERM) without CAP_SYS_ADMIN"
 fio --name=bg --filename=/dev/mapper/r0 --rw=randwrite --bsrange=4k-64k --iodepth=8 \
 	--direct=1 --ioengine=libaio --size=256M --runtime=600 --time_based --eta=never \
 	--output=/tmp/fio.txt &

@@ -178,7 +178,10 @@ struct dm_repl_rec {
 	__u64 __pad1[2];
 };
 
-/* DM_REPL_IOC_ATTACH: become the one consumer of a repl device's ring. */
+/*
+ * DM_REPL_IOC_ATTACH: become the one consumer of a repl device's ring.
+ * Needs CAP_SYS_ADMIN (EPERM otherwise), as dm's own ioctls do.
+ */
 struct dm_repl_attach {
 	__u32 dev_major;	/* in: the repl device (st_rdev of /dev/dm-N) */
 	__u32 dev_minor;
