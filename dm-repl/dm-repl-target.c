@@ -55,39 +55,73 @@ static int repl_parse_mode(const char *arg, enum repl_mode *mode)
 	return 0;
 }
 
-/* The features: name, bounds and error texts, whether a power of 2. */
+/*
+ * The features, in the order STATUSTYPE_TABLE and STATUSTYPE_IMA print
+ * them: name, bounds and error texts, whether a power of 2, where the
+ * value lives, its default (0 for extent_kb, whose default depends on
+ * region_kb: repl_feature_default()).
+ */
 static const struct repl_feature {
 	const char *name;
 	struct dm_arg arg;
 	char *dup_error;
 	bool pow2;
 	size_t offset;		/* of the value in struct repl_c */
+	unsigned int def;
 } repl_features[] = {
 	{"ring_size_mb", {REPL_MIN_RING_MB, REPL_MAX_RING_MB,
 	 "Invalid ring_size_mb (4..4096)"},
 	 "Feature ring_size_mb duplicated", false,
-	 offsetof(struct repl_c, ring_size_mb)},
+	 offsetof(struct repl_c, ring_size_mb), REPL_DEFAULT_RING_MB},
 	{"hold_timeout_ms", {1, REPL_MAX_HOLD_MS,
 	 "Invalid hold_timeout_ms (1..60000)"},
 	 "Feature hold_timeout_ms duplicated", false,
-	 offsetof(struct repl_c, hold_timeout_ms)},
+	 offsetof(struct repl_c, hold_timeout_ms), REPL_DEFAULT_HOLD_MS},
 	{"region_kb", {REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
 	 "Invalid region_kb (power of 2, 4..1048576)"},
 	 "Feature region_kb duplicated", true,
-	 offsetof(struct repl_c, region_kb)},
+	 offsetof(struct repl_c, region_kb), REPL_DEFAULT_REGION_KB},
 	{"extent_kb", {REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
 	 "Invalid extent_kb (power of 2, 4..1048576)"},
 	 "Feature extent_kb duplicated", true,
-	 offsetof(struct repl_c, extent_kb)},
+	 offsetof(struct repl_c, extent_kb), 0},
 	{"max_extents", {1, REPL_MAX_MAX_EXTENTS,
 	 "Invalid max_extents (1..16777216)"},
 	 "Feature max_extents duplicated", false,
-	 offsetof(struct repl_c, max_extents)},
+	 offsetof(struct repl_c, max_extents), DM_REPL_DEFAULT_MAX_EXTENTS},
 	{"record_kb", {DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
 	 "Invalid record_kb (power of 2, 4..1024)"},
 	 "Feature record_kb duplicated", true,
-	 offsetof(struct repl_c, record_kb)},
+	 offsetof(struct repl_c, record_kb), DM_REPL_DEFAULT_RECORD_KB},
 };
+
+static unsigned int *repl_feature_val(struct repl_c *rc,
+				      const struct repl_feature *f)
+{
+	return (unsigned int *)((char *)rc + f->offset);
+}
+
+/* The default of a feature, given the other features' values. */
+static unsigned int repl_feature_default(const struct repl_c *rc,
+					 const struct repl_feature *f)
+{
+	if (f->offset == offsetof(struct repl_c, extent_kb))
+		return max(DM_REPL_DEFAULT_EXTENT_KB, rc->region_kb);
+	return f->def;
+}
+
+/*
+ * The values of the features now, in @val[ARRAY_SIZE(repl_features)],
+ * each read once (hold_timeout_ms changes with a message), for the status
+ * line.
+ */
+static void repl_feature_values(struct repl_c *rc, unsigned int *val)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(repl_features); i++)
+		val[i] = READ_ONCE(*repl_feature_val(rc, &repl_features[i]));
+}
 
 static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			       struct dm_target *ti)
@@ -130,7 +164,7 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			return -EINVAL;
 		}
 		seen[i] = true;
-		val = (unsigned int *)((char *)rc + f->offset);
+		val = repl_feature_val(rc, f);
 		r = dm_read_arg(&f->arg, as, val, &ti->error);
 		if (r)
 			return r;
@@ -199,6 +233,12 @@ static void repl_free(struct dm_target *ti, struct repl_c *rc)
  *                                 (default 256); may change on reload
  *
  * Example: 0 2097152 repl /dev/vg/data - sync 4 ring_size_mb 128 hold_timeout_ms 2000
+ *
+ * dmsetup table re-emits a line of this form with the devices as
+ * major:minor, the current mode and hold_timeout_ms (both change with a
+ * message), and only the features that differ from their default (none:
+ * no feature group); the example above comes back as
+ * "254:3 - sync 4 ring_size_mb 128 hold_timeout_ms 2000".
  */
 static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
@@ -206,6 +246,7 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	struct repl_ring_geometry geo;
 	struct repl_c *rc;
 	const char *arg;
+	size_t i;
 	int r;
 
 	if (argc < 3) {
@@ -218,12 +259,9 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		return -ENOMEM;
 	}
 	rc->ti = ti;
-	rc->ring_size_mb = REPL_DEFAULT_RING_MB;
-	rc->hold_timeout_ms = REPL_DEFAULT_HOLD_MS;
-	rc->region_kb = REPL_DEFAULT_REGION_KB;
-	rc->extent_kb = 0;
-	rc->max_extents = DM_REPL_DEFAULT_MAX_EXTENTS;
-	rc->record_kb = DM_REPL_DEFAULT_RECORD_KB;
+	/* extent_kb stays 0 (not given) until the features are parsed */
+	for (i = 0; i < ARRAY_SIZE(repl_features); i++)
+		*repl_feature_val(rc, &repl_features[i]) = repl_features[i].def;
 	INIT_LIST_HEAD(&rc->ring_node);
 
 	r = dm_get_device(ti, dm_shift_arg(&as), dm_table_get_mode(ti->table),
@@ -388,9 +426,11 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 			unsigned int maxlen)
 {
 	struct repl_c *rc = ti->private;
+	unsigned int val[ARRAY_SIZE(repl_features)];
 	struct repl_ring_stats st;
-	unsigned int sz = 0;
+	unsigned int sz = 0, n;
 	u64 oos;
+	size_t i;
 
 	switch (type) {
 	case STATUSTYPE_INFO:
@@ -409,19 +449,34 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		DMEMIT(" %llu", st.active_extents);
 		break;
 	case STATUSTYPE_TABLE:
-		DMEMIT("%s %s %s 12 ring_size_mb %u hold_timeout_ms %u",
-		       rc->dev->name, rc->meta_dev ? rc->meta_dev->name : "-",
-		       repl_mode_name(READ_ONCE(rc->mode)),
-		       rc->ring_size_mb, READ_ONCE(rc->hold_timeout_ms));
-		DMEMIT(" region_kb %u extent_kb %u max_extents %u record_kb %u",
-		       rc->region_kb, rc->extent_kb, rc->max_extents,
-		       rc->record_kb);
+		/*
+		 * What the constructor accepts, with only the features whose
+		 * value is not their default (as dm-flakey and dm-crypt do),
+		 * and no feature group when every one is.
+		 */
+		DMEMIT("%s %s %s", rc->dev->name,
+		       rc->meta_dev ? rc->meta_dev->name : "-",
+		       repl_mode_name(READ_ONCE(rc->mode)));
+		repl_feature_values(rc, val);
+		for (i = 0, n = 0; i < ARRAY_SIZE(repl_features); i++)
+			if (val[i] != repl_feature_default(rc, &repl_features[i]))
+				n += 2;
+		if (n)
+			DMEMIT(" %u", n);
+		for (i = 0; i < ARRAY_SIZE(repl_features); i++)
+			if (val[i] != repl_feature_default(rc, &repl_features[i]))
+				DMEMIT(" %s %u", repl_features[i].name, val[i]);
 		break;
 	case STATUSTYPE_IMA:
+		/* Everything the table says, defaults included. */
 		DMEMIT_TARGET_NAME_VERSION(ti->type);
-		DMEMIT(",data_device_name=%s,mode=%s,ring_size_mb=%u;",
-		       rc->dev->name, repl_mode_name(READ_ONCE(rc->mode)),
-		       rc->ring_size_mb);
+		DMEMIT(",data_device_name=%s,metadata_device_name=%s,mode=%s",
+		       rc->dev->name, rc->meta_dev ? rc->meta_dev->name : "-",
+		       repl_mode_name(READ_ONCE(rc->mode)));
+		repl_feature_values(rc, val);
+		for (i = 0; i < ARRAY_SIZE(repl_features); i++)
+			DMEMIT(",%s=%u", repl_features[i].name, val[i]);
+		DMEMIT(";");
 		break;
 	}
 }
@@ -525,7 +580,7 @@ static int repl_iterate_devices(struct dm_target *ti,
 
 static struct target_type repl_target = {
 	.name = "repl",
-	.version = {1, 2, 0},
+	.version = {1, 3, 0},
 	.features = DM_TARGET_SINGLETON,
 	.module = THIS_MODULE,
 	.ctr = repl_ctr,

@@ -19,7 +19,7 @@ i=0
 while [ $i -lt 40 ]; do
 	if [ $((i % 2)) = 0 ]; then m=async; else m=sync; fi
 	dmsetup message r0 0 mode $m
-	dmsetup table r0 | grep -q " - $m 12 " || fail "table does not show mode $m: $(dmsetup table r0)"
+	dmsetup table r0 | grep -q " - $m 2 hold_timeout_ms 20000$" || fail "table does not show mode $m: $(dmsetup table r0)"
 	[ "$(repl_st r0 mode)" = $m ] || fail "status does not show mode $m"
 	sleep 0.3
 	i=$((i + 1))

@@ -44,9 +44,9 @@ while [ $i -lt 3 ]; do
 	log "reload $i: $ms ms"
 	i=$((i + 1))
 done
-dmsetup load r0 --table "$(echo "$T" | sed 's/ sync 12 / async 12 /; s/hold_timeout_ms 3000/hold_timeout_ms 2000/')"
+dmsetup load r0 --table "$(echo "$T" | sed 's/ sync 4 / async 4 /; s/hold_timeout_ms 3000/hold_timeout_ms 2000/')"
 dmsetup resume r0
-dmsetup table r0 | grep -q " async 12 ring_size_mb 32 hold_timeout_ms 2000 " || fail "reload not applied"
+dmsetup table r0 | grep -q " async 4 ring_size_mb 32 hold_timeout_ms 2000$" || fail "reload not applied: $(dmsetup table r0)"
 dmsetup load r0 --table "$T"
 dmsetup resume r0
 kill -0 "$cpid" || fail "consumer died during reloads"
