@@ -74,7 +74,6 @@ struct repl_bio {
 	struct bvec_iter iter;		/* payload, for the copy worker */
 	u64 data_off;
 	struct work_struct copy_work;
-	u64 meta_round;			/* metadata write it waits for */
 };
 
 #define RB_LOGGED	BIT(0)	/* has a record in the ring */
@@ -214,9 +213,6 @@ int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
 			enum repl_mode new_mode);
 void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st);
-void repl_ring_queue_work(struct repl_ring *ring, struct work_struct *work);
-void repl_ring_delay_work(struct repl_ring *ring, struct delayed_work *work,
-			  unsigned long delay);
 /* dm-repl-ring.c, the consumer side (dm-repl-dev.c) */
 int repl_ring_attach(dev_t devt, struct repl_ring **ret);
 void repl_ring_detach(struct repl_ring *ring);
@@ -233,23 +229,60 @@ int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
 int repl_dev_register(void);
 void repl_dev_unregister(void);
 
-/* dm-repl-meta.c: the metadata device (persistent bitmap) */
-int repl_meta_load(struct repl_ring *ring, const struct repl_ring_geometry *geo,
-		   char **error);
-bool repl_meta_intent(struct repl_ring *ring, struct repl_bio *pb);
-void repl_meta_defer(struct repl_ring *ring, struct bio *bio);
-void repl_ring_meta_ready(struct repl_ring *ring, struct repl_bio *pb);
-void repl_meta_set_dirty_bit(struct repl_ring *ring, u64 region);
-void repl_meta_clear_dirty_bit(struct repl_ring *ring, u64 region);
-int repl_meta_activate(struct repl_ring *ring);
-void repl_meta_quiesce(struct repl_ring *ring);
-void repl_meta_detach(struct repl_ring *ring);
-void repl_meta_free(struct repl_ring *ring);
-dev_t repl_meta_devt(struct repl_ring *ring);
-bool repl_meta_failed(struct repl_ring *ring);
-u64 repl_meta_intent_regions(struct repl_ring *ring);
-u64 repl_meta_active_extents(struct repl_ring *ring);
-int repl_meta_get_gens(struct repl_ring *ring, u64 *gen);
-int repl_meta_set_gens(struct repl_ring *ring, const u64 *gen);
+/*
+ * dm-repl-meta.c: the metadata device (persistent bitmap).  One-way: it
+ * knows its owner (the ring) only through these callbacks, and never
+ * calls the ring or reads struct repl_ring.  None is called with the
+ * metadata's own lock held; each may take the owner's locks.
+ */
+struct repl_meta_ops {
+	/*
+	 * A deferred bio (repl_meta_defer()) may go: its metadata round is on
+	 * disk, or the metadata device failed.  The owner publishes its
+	 * records and submits it.  Process context (the metadata work).
+	 */
+	void (*ready)(void *ctx, struct bio *bio);
+	/*
+	 * Set in @busy (nr_regions bits, zeroed) every region touched by a
+	 * record that is not both released and written locally.  Process
+	 * context (the clear pass), may sleep.
+	 */
+	void (*busy)(void *ctx, unsigned long *busy);
+	/* The metadata device failed: raise a dm event.  Process context. */
+	void (*failed)(void *ctx);
+};
+
+struct repl_meta_config {
+	struct block_device *bdev;	/* the metadata device */
+	const char *name;		/* resource: the mapped device's name */
+	dev_t owner_devt;		/* the repl device, for messages */
+	u64 dev_sectors;
+	u64 nr_regions;
+	u32 region_shift;		/* log2 of the region size in bytes */
+	u32 extent_shift;		/* log2 of the extent size in bytes */
+	u32 max_extents;
+	struct workqueue_struct *wq;	/* metadata rounds and clear passes */
+	const struct repl_meta_ops *ops;
+	void *ctx;			/* for the callbacks */
+};
+
+struct repl_meta;
+struct repl_meta *repl_meta_create(const struct repl_meta_config *cfg,
+				   unsigned long *dirty, u64 *ret_dirty,
+				   char **error);
+void repl_meta_destroy(struct repl_meta *m);
+u64 repl_meta_intent(struct repl_meta *m, u64 first, u64 end);
+bool repl_meta_defer(struct repl_meta *m, struct bio *bio, u64 round);
+void repl_meta_set_dirty(struct repl_meta *m, u64 first, u64 end);
+void repl_meta_clear_dirty(struct repl_meta *m, u64 first, u64 end);
+int repl_meta_activate(struct repl_meta *m);
+void repl_meta_quiesce(struct repl_meta *m);
+void repl_meta_detach(struct repl_meta *m);
+dev_t repl_meta_devt(struct repl_meta *m);
+bool repl_meta_failed(struct repl_meta *m);
+u64 repl_meta_intent_regions(struct repl_meta *m);
+u64 repl_meta_active_extents(struct repl_meta *m);
+int repl_meta_get_gens(struct repl_meta *m, u64 *gen);
+int repl_meta_set_gens(struct repl_meta *m, const u64 *gen);
 
 #endif /* DM_REPL_CORE_H */

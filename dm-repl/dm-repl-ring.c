@@ -15,6 +15,14 @@
  * else: producer state, held bios, the dirty bitmap and the counters.
  * Never drop a ring reference while holding repl_rings_lock or tmutex.
  *
+ * The metadata device (dm-repl-meta.c, ring->meta) has its own spinlock,
+ * taken INSIDE ring->lock when the ring calls repl_meta_intent(),
+ * repl_meta_set_dirty() or repl_meta_clear_dirty() with ring->lock held:
+ * the order is always ring->lock -> meta's lock.  The metadata calls back
+ * into the ring only through ring_meta_ops, never with its own lock held,
+ * and those callbacks take ring->lock, so the order never inverts.  No
+ * metadata mutex is ever taken under ring->lock.
+ *
  * Everything userspace can write (the consumer line of the header, ioctl
  * arguments, mmap offsets) is read once and checked before use.  The
  * records and payloads are mapped read-only, so the kernel may trust them.
@@ -95,8 +103,8 @@ static void ring_mark_regions(struct repl_ring *ring, u64 first, u64 end)
 	for (r = first; r < end; r++) {
 		if (!__test_and_set_bit(r, ring->dirty))
 			ring->nr_dirty++;
-		repl_meta_set_dirty_bit(ring, r);
 	}
+	repl_meta_set_dirty(ring->meta, first, end);
 	ring->dirty_gen++;
 	WRITE_ONCE(ring->hdr->dirty_gen, ring->dirty_gen);
 	if (was_clean && ring->nr_dirty) {
@@ -117,6 +125,23 @@ static void repl_ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr
 	if (nr > ring->dev_sectors - sector)
 		nr = ring->dev_sectors - sector;
 	ring_mark_regions(ring, sector >> shift, ((sector + nr - 1) >> shift) + 1);
+}
+
+/*
+ * ring->lock held.  Before the bio's regions reach the disk, their bits
+ * must be durable on the metadata device: returns 0 when they are, else
+ * the metadata round to wait for (repl_meta_intent()).
+ */
+static u64 ring_meta_intent(struct repl_ring *ring, const struct repl_bio *pb)
+{
+	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
+	u64 last;
+
+	if (!ring->meta || !pb->nr_sectors || pb->sector >= ring->dev_sectors)
+		return 0;
+	last = min_t(u64, (pb->sector + pb->nr_sectors - 1) >> shift,
+		     ring->nr_regions - 1);
+	return repl_meta_intent(ring->meta, pb->sector >> shift, last + 1);
 }
 
 /*
@@ -323,6 +348,19 @@ static void ring_commit_ready(struct repl_ring *ring, struct repl_bio *pb,
 }
 
 /*
+ * ring->lock held: the metadata round a deferred bio waited for is on disk
+ * (or the metadata device failed); publish the records already copied
+ * (the copy worker publishes the rest).
+ */
+static void ring_meta_publish(struct repl_ring *ring, struct repl_bio *pb)
+{
+	if (!(pb->flags & RB_META_WAIT))
+		return;
+	pb->flags &= ~RB_META_WAIT;
+	ring_commit_ready(ring, pb, 0);
+}
+
+/*
  * Copy worker: the payload goes into the ring, record by record, while the
  * local write runs; each record is published as soon as it is copied, so
  * the consumer can ship the first piece of a large write while the rest is
@@ -407,7 +445,7 @@ static int repl_copy_cpu(void)
  * payloads are copied by a worker after this returns, while dm submits the
  * local write.  With a metadata device, a write whose regions are not yet
  * durably marked waits for a metadata round: then this returns
- * DM_MAPIO_SUBMITTED and the metadata worker submits the bio; otherwise
+ * DM_MAPIO_SUBMITTED and ring_meta_ready() submits the bio; otherwise
  * DM_MAPIO_REMAPPED.
  */
 int repl_ring_log(struct repl_ring *ring, struct bio *bio,
@@ -416,10 +454,9 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 {
 	u32 len = op == DM_REPL_OP_WRITE ? bio->bi_iter.bi_size : 0;
 	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
-	u64 seq, off, gen, o;
+	u64 seq, off, gen, o, round;
 	sector_t sector;
 	u32 i, n;
-	bool defer;
 	long left;
 
 	pb->rec_sectors = record_kb << 1;
@@ -458,14 +495,14 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 			o += n << SECTOR_SHIFT;
 		}
 	}
-	defer = repl_meta_intent(ring, pb);
+	round = ring_meta_intent(ring, pb);
 	/*
 	 * A peer must not get a write whose bits could still be lost: after
 	 * a crash, a region that differs from a peer has to be in the bitmap.
 	 * So the records are published only once the metadata round is done
-	 * (repl_ring_meta_ready()).
+	 * (ring_meta_publish()).
 	 */
-	if (defer)
+	if (round)
 		pb->flags |= RB_META_WAIT;
 	spin_unlock_irq(&ring->lock);
 
@@ -494,29 +531,82 @@ unlogged:
 		repl_ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
 		pb->flags |= RB_UNLOGGED;
 	}
-	defer = repl_meta_intent(ring, pb);
+	round = ring_meta_intent(ring, pb);
 	spin_unlock_irq(&ring->lock);
 out:
-	if (!defer)
+	if (!round)
 		return DM_MAPIO_REMAPPED;
+	/* the metadata work submits it once the round is on disk */
+	if (repl_meta_defer(ring->meta, bio, round))
+		return DM_MAPIO_SUBMITTED;
+	/* that round is already on disk */
 	spin_lock_irq(&ring->lock);
-	repl_meta_defer(ring, bio);
+	ring_meta_publish(ring, pb);
 	spin_unlock_irq(&ring->lock);
-	return DM_MAPIO_SUBMITTED;
+	return DM_MAPIO_REMAPPED;
 }
 
 /*
- * ring->lock held: the metadata round a deferred bio waited for is on disk
- * (or the metadata device failed); publish the records already copied
- * (the copy worker publishes the rest).
+ * The metadata's callbacks (struct repl_meta_ops), each called without any
+ * metadata lock held, so taking ring->lock here keeps the one lock order
+ * ring->lock -> meta->lock.
  */
-void repl_ring_meta_ready(struct repl_ring *ring, struct repl_bio *pb)
+
+/* A deferred bio's bits are durable: publish its records, submit it. */
+static void ring_meta_ready(void *ctx, struct bio *bio)
 {
-	if (!(pb->flags & RB_META_WAIT))
-		return;
-	pb->flags &= ~RB_META_WAIT;
-	ring_commit_ready(ring, pb, 0);
+	struct repl_ring *ring = ctx;
+
+	spin_lock_irq(&ring->lock);
+	ring_meta_publish(ring, dm_per_bio_data(bio, sizeof(struct repl_bio)));
+	spin_unlock_irq(&ring->lock);
+	submit_bio_noacct(bio);
 }
+
+/*
+ * The clear pass: regions of the records in [min(released, local_done),
+ * reserved) are still needed.  Slots are not reused below that point
+ * (ring_reserve()), so the records can be read without the lock; a slot
+ * reused meanwhile only makes another region busy for one pass.
+ */
+static void ring_meta_busy(void *ctx, unsigned long *busy)
+{
+	struct repl_ring *ring = ctx;
+	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
+	u64 lo, hi, s, first, last;
+
+	spin_lock_irq(&ring->lock);
+	lo = min(ring->released, ring->local_done);
+	hi = ring->reserved;
+	spin_unlock_irq(&ring->lock);
+
+	for (s = lo; s < hi; s++) {
+		const struct dm_repl_rec *rec = &ring->recs[ring_slot(ring, s)];
+		u64 sector = READ_ONCE(rec->sector);
+		u32 nr = READ_ONCE(rec->nr_sectors);
+
+		if (!nr || sector >= ring->dev_sectors)
+			continue;
+		first = sector >> shift;
+		last = min_t(u64, (sector + nr - 1) >> shift, ring->nr_regions - 1);
+		bitmap_set(busy, first, last - first + 1);
+		cond_resched();
+	}
+}
+
+/* The metadata device failed: tell dmsetup (and the daemon) by an event. */
+static void ring_meta_failed(void *ctx)
+{
+	struct repl_ring *ring = ctx;
+
+	queue_work(ring->wq, &ring->event_work);
+}
+
+static const struct repl_meta_ops ring_meta_ops = {
+	.ready = ring_meta_ready,
+	.busy = ring_meta_busy,
+	.failed = ring_meta_failed,
+};
 
 static void ring_complete_list(struct list_head *list)
 {
@@ -735,16 +825,16 @@ void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st)
 	st->hold_timeouts = ring->hold_timeouts;
 	st->bad_updates = ring->bad_updates;
 	st->nr_held = ring->nr_held;
-	st->meta = !ring->meta ? -1 : repl_meta_failed(ring) ? 1 : 0;
-	st->intent_regions = repl_meta_intent_regions(ring);
-	st->active_extents = repl_meta_active_extents(ring);
+	st->meta = !ring->meta ? -1 : repl_meta_failed(ring->meta) ? 1 : 0;
+	st->intent_regions = repl_meta_intent_regions(ring->meta);
+	st->active_extents = repl_meta_active_extents(ring->meta);
 	spin_unlock_irq(&ring->lock);
 	st->consumer = READ_ONCE(ring->consumer);
 }
 
 static void ring_free(struct repl_ring *ring)
 {
-	repl_meta_free(ring);
+	repl_meta_destroy(ring->meta);
 	bitmap_free(ring->slot_local);
 	kvfree(ring->dirty);
 	bitmap_free(ring->slot_done);
@@ -817,7 +907,7 @@ static bool ring_meta_in_use(dev_t meta)
 
 	lockdep_assert_held(&repl_rings_lock);
 	list_for_each_entry(ring, &repl_rings, node)
-		if (repl_meta_devt(ring) == meta)
+		if (repl_meta_devt(ring->meta) == meta)
 			return true;
 	return false;
 }
@@ -836,7 +926,6 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	struct dm_repl_ring_hdr *hdr;
 	struct repl_ring *ring;
 	u64 rec_bytes;
-	int r;
 
 	/* Pin the ABI layout. */
 	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) != 5 * DM_REPL_CACHELINE);
@@ -919,11 +1008,29 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 		hdr->ring_id = get_random_u64();
 	} while (!hdr->ring_id);
 	if (geo->meta_dev) {
-		r = repl_meta_load(ring, geo, error);
-		if (r) {
+		struct repl_meta_config cfg = {
+			.bdev = geo->meta_dev->bdev,
+			.name = geo->name,
+			.owner_devt = devt,
+			.dev_sectors = ring->dev_sectors,
+			.nr_regions = ring->nr_regions,
+			.region_shift = ring->region_shift,
+			.extent_shift = ring->extent_shift,
+			.max_extents = ring->max_extents,
+			.wq = ring->wq,
+			.ops = &ring_meta_ops,
+			.ctx = ring,
+		};
+		struct repl_meta *m = repl_meta_create(&cfg, ring->dirty,
+						       &ring->nr_dirty, error);
+
+		if (IS_ERR(m)) {
 			ring_free(ring);
-			return r;
+			return PTR_ERR(m);
 		}
+		ring->meta = m;
+		if (ring->nr_dirty)
+			ring->state |= DM_REPL_STATE_DIRTY;
 	}
 	*ret = ring;
 	return 0;
@@ -957,7 +1064,7 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 		} else if (ring->dev_sectors != geo->dev_sectors) {
 			*error = "Device size cannot change while the device exists";
 			r = -EINVAL;
-		} else if (repl_meta_devt(ring) !=
+		} else if (repl_meta_devt(ring->meta) !=
 			   (geo->meta_dev ? geo->meta_dev->bdev->bd_dev : 0)) {
 			*error = "meta_dev cannot change while the device exists";
 			r = -EINVAL;
@@ -1010,7 +1117,7 @@ void repl_ring_put(struct repl_ring *ring, struct repl_c *rc)
 	mutex_unlock(&repl_rings_lock);
 	if (last) {
 		/* the target closes the metadata device after this */
-		repl_meta_detach(ring);
+		repl_meta_detach(ring->meta);
 		/* The event work may still reference the target list. */
 		flush_work(&ring->event_work);
 		wake_up_all(&ring->poll_wq);
@@ -1137,8 +1244,8 @@ int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
 			if (!__test_and_clear_bit(r, ring->dirty))
 				continue;
 			ring->nr_dirty--;
-			repl_meta_clear_dirty_bit(ring, r);
 		}
+		repl_meta_clear_dirty(ring->meta, first, end);
 		if (!ring->nr_dirty && (ring->state & DM_REPL_STATE_DIRTY)) {
 			ring->state &= ~DM_REPL_STATE_DIRTY;
 			ring_state_changed(ring);
@@ -1150,25 +1257,14 @@ int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
 	return ret;
 }
 
-void repl_ring_queue_work(struct repl_ring *ring, struct work_struct *work)
-{
-	queue_work(ring->wq, work);
-}
-
-void repl_ring_delay_work(struct repl_ring *ring, struct delayed_work *work,
-			  unsigned long delay)
-{
-	queue_delayed_work(ring->wq, work, delay);
-}
-
 /* Before the first I/O after a resume. */
 int repl_ring_activate(struct repl_ring *ring)
 {
-	return repl_meta_activate(ring);
+	return repl_meta_activate(ring->meta);
 }
 
 /* After a suspend: no I/O is in flight. */
 void repl_ring_quiesce(struct repl_ring *ring)
 {
-	repl_meta_quiesce(ring);
+	repl_meta_quiesce(ring->meta);
 }

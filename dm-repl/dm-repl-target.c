@@ -520,7 +520,7 @@ static int repl_message(struct dm_target *ti, unsigned int argc, char **argv,
 	}
 	if (argc == 1 && !strcasecmp(argv[0], "gens")) {
 		u64 g[4];
-		int r = repl_meta_get_gens(rc->ring, g);
+		int r = repl_meta_get_gens(rc->ring->meta, g);
 
 		if (r) {
 			DMWARN("gens: no metadata device");
@@ -540,7 +540,7 @@ static int repl_message(struct dm_target *ti, unsigned int argc, char **argv,
 				return -EINVAL;
 			}
 		}
-		return repl_meta_set_gens(rc->ring, g);
+		return repl_meta_set_gens(rc->ring->meta, g);
 	}
 	DMWARN("unrecognised message \"%s\"", argc ? argv[0] : "");
 	return -EINVAL;
