@@ -10,6 +10,7 @@
 
 #include <linux/types.h>
 #include <linux/bits.h>
+#include <linux/bitops.h>
 #include <linux/list.h>
 #include <linux/bio.h>
 #include <linux/kref.h>
@@ -30,6 +31,67 @@
  * acknowledged all but this many records ("caught up").
  */
 #define REPL_CATCHUP_RECORDS	64U
+
+/*
+ * Work on a bitmap of regions under a spinlock with interrupts off is cut
+ * into pieces of REPL_CHUNK_WORDS words of bitmap (16 KiB, 131072 regions
+ * on 64-bit), tens of microseconds each, with the lock dropped (and
+ * cond_resched() where the context may sleep) between pieces: on a 16 TiB
+ * device with 4 KiB regions a bitmap is 2^32 bits, 512 MiB, and one pass
+ * over it takes a second or more.  Loops over such pieces go a word at a
+ * time, never a region at a time.
+ */
+#define REPL_CHUNK_WORDS	2048U
+#define REPL_CHUNK_BITS		((u64)REPL_CHUNK_WORDS * BITS_PER_LONG)
+
+/*
+ * The bits of bitmap word @w that lie in [@lo, @hi); the word must overlap
+ * the range.  The kernel's bitmap helpers take unsigned int bit numbers,
+ * too small for such bitmaps, so the module's range loops use this.
+ */
+static inline unsigned long repl_word_mask(u64 w, u64 lo, u64 hi)
+{
+	u64 first = w * BITS_PER_LONG;
+	unsigned long mask = ~0UL;
+
+	if (lo > first)
+		mask &= ~0UL << (lo - first);
+	if (hi < first + BITS_PER_LONG)
+		mask &= ~0UL >> (first + BITS_PER_LONG - hi);
+	return mask;
+}
+
+/* Set bits [lo, hi) of @map; returns how many were clear. */
+static inline u64 repl_bitmap_set_count(unsigned long *map, u64 lo, u64 hi)
+{
+	unsigned long mask;
+	u64 w, n = 0;
+
+	if (lo >= hi)
+		return 0;
+	for (w = lo / BITS_PER_LONG; w * BITS_PER_LONG < hi; w++) {
+		mask = repl_word_mask(w, lo, hi);
+		n += hweight_long(mask & ~map[w]);
+		map[w] |= mask;
+	}
+	return n;
+}
+
+/* Clear bits [lo, hi) of @map; returns how many were set. */
+static inline u64 repl_bitmap_clear_count(unsigned long *map, u64 lo, u64 hi)
+{
+	unsigned long mask;
+	u64 w, n = 0;
+
+	if (lo >= hi)
+		return 0;
+	for (w = lo / BITS_PER_LONG; w * BITS_PER_LONG < hi; w++) {
+		mask = repl_word_mask(w, lo, hi);
+		n += hweight_long(mask & map[w]);
+		map[w] &= ~mask;
+	}
+	return n;
+}
 
 enum repl_mode {
 	REPL_MODE_ASYNC = 0,

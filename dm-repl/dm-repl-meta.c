@@ -29,8 +29,11 @@
  *  - m->ondisk: the image of the on-disk bitmap (oos | intent | active
  *    extents, as it is to be written);
  *  - m->staging: the pages a metadata round is writing (a copy taken
- *    when the round starts);
+ *    when the round starts), in the on-disk byte order: the I/O buffer;
  *  - m->synced: the image of what is durably on disk.
+ * All but staging are native bitmaps (unsigned long), so that every loop
+ * over them goes a word at a time; the on-disk little-endian bit order
+ * only exists in staging (bitmap_copy_le() converts a page either way).
  *
  * Invariants (docs/metadata.md says the same for users):
  *  - A write to a region whose bit is not durable (synced, and not being
@@ -66,6 +69,11 @@
  * round repl_meta_intent() returned; when a round starts, wait_next
  * becomes wait_cur; when it is on disk, wait_cur goes.  No per-bio state.
  *
+ * No hold of m->lock does more than about REPL_CHUNK_WORDS words of work
+ * (dm-repl-core.h): the ring calls with a chunk of regions at most, a
+ * round copies MD_COPY_PAGES pages per hold, the clear pass goes a chunk
+ * of words per hold; comments at each say why the pieces are safe.
+ *
  * Locking: m->lock (spinlock, irq-safe) protects the bitmaps, the rounds
  * and the wait lists.  The ring calls repl_meta_intent(),
  * repl_meta_set_dirty() and repl_meta_clear_dirty() with ring->lock held:
@@ -89,6 +97,9 @@
 #include "dm-repl-core.h"
 
 #define MD_PAGE_BITS	(PAGE_SIZE * 8)
+#define MD_PAGE_WORDS	(MD_PAGE_BITS / BITS_PER_LONG)
+/* pages of a round copied per hold of m->lock: about REPL_CHUNK_WORDS */
+#define MD_COPY_PAGES	max_t(u32, 1, REPL_CHUNK_WORDS / MD_PAGE_WORDS)
 #define MD_CLEAR_INTERVAL	(2 * HZ)
 
 struct repl_meta {
@@ -113,9 +124,9 @@ struct repl_meta {
 	u64 nr_ext;
 
 	spinlock_t lock;		/* everything below */
-	u8 *ondisk;			/* vmalloc, nr_pages pages, LE bit order */
-	u8 *staging;			/* the pages being written */
-	u8 *synced;			/* what is durably on disk */
+	unsigned long *ondisk;		/* vmalloc, nr_pages pages */
+	u8 *staging;			/* the pages being written, LE bit order */
+	unsigned long *synced;		/* what is durably on disk */
 	unsigned long *oos;		/* out of sync (the ring's dirty bits) */
 	unsigned long *intent;
 	unsigned long *ext_active;	/* extents whose bits are all in ondisk */
@@ -126,6 +137,7 @@ struct repl_meta {
 	unsigned long *page_dirty;	/* ondisk page changed, not written */
 	unsigned long *page_pending;	/* ondisk page being written */
 	u64 round_started, round_done;
+	u32 staged_upto;		/* pending pages below are in staging */
 	u64 nr_intent;
 	struct bio_list wait_cur;	/* waiting for round_started */
 	struct bio_list wait_next;	/* waiting for round_started + 1 */
@@ -146,6 +158,84 @@ static unsigned long *md_bitmap_alloc(u64 bits)
 static inline u32 md_page(u64 region)
 {
 	return region / MD_PAGE_BITS;
+}
+
+/* Page @p of a native bitmap image. */
+static inline unsigned long *md_page_ptr(unsigned long *map, u32 p)
+{
+	return map + (u64)p * MD_PAGE_WORDS;
+}
+
+/* Page @p of staging (on-disk byte order). */
+static inline unsigned long *md_staging_page(struct repl_meta *m, u32 p)
+{
+	return (unsigned long *)(m->staging + (u64)p * PAGE_SIZE);
+}
+
+/* Word @w of staging, in the native bit order. */
+static inline unsigned long md_staged_word(struct repl_meta *m, u64 w)
+{
+	unsigned long v;
+
+	bitmap_copy_le(&v, (unsigned long *)m->staging + w, BITS_PER_LONG);
+	return v;
+}
+
+/*
+ * The bits of word @w of a region bitmap whose region's extent is active.
+ * m->lock held.
+ */
+static unsigned long md_ext_mask(struct repl_meta *m, u64 w)
+{
+	u64 r = w * BITS_PER_LONG, x;
+	unsigned long mask = 0;
+	unsigned int per, i;
+
+	if (m->ext_shift >= ilog2(BITS_PER_LONG))	/* one extent per word */
+		return test_bit(r >> m->ext_shift, m->ext_active) ? ~0UL : 0;
+	per = 1U << m->ext_shift;
+	for (i = 0; i < BITS_PER_LONG; i += per) {
+		x = (r + i) >> m->ext_shift;
+		if (x >= m->nr_ext)
+			break;
+		if (test_bit(x, m->ext_active))
+			mask |= GENMASK(i + per - 1, i);
+	}
+	return mask;
+}
+
+/*
+ * m->lock held: set regions [lo, hi) in ondisk; a page that changed is
+ * dirty.  Returns true when one did.
+ */
+static bool md_ondisk_set(struct repl_meta *m, u64 lo, u64 hi)
+{
+	bool dirtied = false;
+	u64 phi;
+	u32 p;
+
+	while (lo < hi) {
+		p = md_page(lo);
+		phi = min_t(u64, hi, (u64)(p + 1) * MD_PAGE_BITS);
+		if (repl_bitmap_set_count(m->ondisk, lo, phi)) {
+			__set_bit(p, m->page_dirty);
+			dirtied = true;
+		}
+		lo = phi;
+	}
+	return dirtied;
+}
+
+/* Zero a large bitmap that only the caller uses, rescheduling. */
+static void md_zero_words(unsigned long *map, u64 nwords)
+{
+	u64 w, n;
+
+	for (w = 0; w < nwords; w += n) {
+		n = min_t(u64, nwords - w, 64 * REPL_CHUNK_WORDS);
+		memset(map + w, 0, n * sizeof(*map));
+		cond_resched();
+	}
 }
 
 /* Synchronous metadata I/O of len bytes at byte offset off. */
@@ -250,13 +340,70 @@ static void md_fail(struct repl_meta *m, int r)
 	queue_work(m->wq, &m->work);
 }
 
-/* m->lock held: copy the pages of this round (page_pending). */
-static void md_copy_pages(struct repl_meta *m, u8 *to, const u8 *from)
+/*
+ * The round has started (page_pending set): copy its pages from ondisk to
+ * staging, MD_COPY_PAGES per hold of m->lock.  Safe in pieces: a pending
+ * page not yet copied (at or above staged_upto) will be copied from ondisk
+ * as it is then, so repl_meta_intent() takes ondisk's bits, which it has
+ * just set, for its staged bits (the write waits for this round); a bit
+ * set in ondisk after its page was copied is not in staging, so that
+ * write waits for the next round (its page is dirty again).  Only the
+ * round work writes staging, page_pending and staged_upto, so
+ * md_write_pages() reads them without the lock.
+ */
+static void md_stage_pages(struct repl_meta *m)
 {
-	u32 p;
+	u32 p = 0, n;
 
-	for_each_set_bit(p, m->page_pending, m->nr_pages)
-		memcpy(to + (u64)p * PAGE_SIZE, from + (u64)p * PAGE_SIZE, PAGE_SIZE);
+	spin_lock_irq(&m->lock);
+	for (;;) {
+		for (n = 0; n < MD_COPY_PAGES; n++) {
+			p = find_next_bit(m->page_pending, m->nr_pages, p);
+			if (p >= m->nr_pages)
+				break;
+			bitmap_copy_le(md_staging_page(m, p), md_page_ptr(m->ondisk, p),
+				       MD_PAGE_BITS);
+			p++;
+		}
+		if (p >= m->nr_pages)
+			break;
+		m->staged_upto = p;
+		spin_unlock_irq(&m->lock);
+		cond_resched();
+		spin_lock_irq(&m->lock);
+	}
+	m->staged_upto = m->nr_pages;
+	spin_unlock_irq(&m->lock);
+}
+
+/*
+ * The round is on disk: copy its pages from staging to synced,
+ * MD_COPY_PAGES per hold.  Safe in pieces: until round_done moves, a
+ * write that finds its bit staged but not yet synced waits for this round
+ * (wait_cur, released right after), and one that finds it synced is
+ * right, the bit is on disk.
+ */
+static void md_sync_pages(struct repl_meta *m)
+{
+	u32 p = 0, n;
+
+	spin_lock_irq(&m->lock);
+	for (;;) {
+		for (n = 0; n < MD_COPY_PAGES; n++) {
+			p = find_next_bit(m->page_pending, m->nr_pages, p);
+			if (p >= m->nr_pages)
+				break;
+			bitmap_copy_le(md_page_ptr(m->synced, p), md_staging_page(m, p),
+				       MD_PAGE_BITS);
+			p++;
+		}
+		if (p >= m->nr_pages)
+			break;
+		spin_unlock_irq(&m->lock);
+		cond_resched();
+		spin_lock_irq(&m->lock);
+	}
+	spin_unlock_irq(&m->lock);
 }
 
 /*
@@ -291,16 +438,18 @@ static void md_work(struct work_struct *work)
 		/* what waited for this round (wait_cur is empty here) */
 		bio_list_merge(&m->wait_cur, &m->wait_next);
 		bio_list_init(&m->wait_next);
+		/* a bit per page: nr_regions / 32768 bits, small */
 		bitmap_copy(m->page_pending, m->page_dirty, m->nr_pages);
 		bitmap_zero(m->page_dirty, m->nr_pages);
-		md_copy_pages(m, m->staging, m->ondisk);
+		m->staged_upto = 0;
 		spin_unlock_irq(&m->lock);
+		md_stage_pages(m);
 
 		r = md_write_pages(m);
 
-		spin_lock_irq(&m->lock);
 		if (!r)
-			md_copy_pages(m, m->synced, m->staging);
+			md_sync_pages(m);
+		spin_lock_irq(&m->lock);
 		bitmap_zero(m->page_pending, m->nr_pages);
 		m->round_done = round;
 		bio_list_merge(&ready, &m->wait_cur);
@@ -314,90 +463,121 @@ static void md_work(struct work_struct *work)
 	md_release(m, &ready);
 }
 
-/* m->lock held: the first write to extent x sets all its regions. */
-static void md_activate_extent(struct repl_meta *m, u64 x)
+/*
+ * m->lock held: extents [x, x + k), none of them active, get their first
+ * write: each sets all its regions.
+ */
+static void md_activate_extents(struct repl_meta *m, u64 x, u64 k)
 {
-	u64 r = x << m->ext_shift;
-	u64 end = min_t(u64, r + BIT_ULL(m->ext_shift), m->nr_regions);
-
-	__set_bit(x, m->ext_active);
-	m->nr_ext_active++;
-	for (; r < end; r++) {
-		if (test_bit_le(r, m->ondisk))
-			continue;
-		__set_bit_le(r, m->ondisk);
-		__set_bit(md_page(r), m->page_dirty);
-	}
+	repl_bitmap_set_count(m->ext_active, x, x + k);
+	m->nr_ext_active += k;
+	md_ondisk_set(m, x << m->ext_shift,
+		      min_t(u64, (x + k) << m->ext_shift, m->nr_regions));
 }
 
 /*
  * m->lock held: an extent with no region in intent goes; its regions
  * keep their bit on disk only when out of sync.  Returns true when that
- * changed a page.
+ * changed a page.  An extent is at most 32768 regions, 512 words.
  */
 static bool md_deactivate_extent(struct repl_meta *m, u64 x)
 {
-	u64 r = x << m->ext_shift;
-	u64 end = min_t(u64, r + BIT_ULL(m->ext_shift), m->nr_regions);
+	u64 lo = x << m->ext_shift, w;
+	u64 hi = min_t(u64, lo + BIT_ULL(m->ext_shift), m->nr_regions);
 	bool dirtied = false;
+	unsigned long c;
 
-	if (find_next_bit(m->intent, end, r) < end)
+	if (find_next_bit(m->intent, hi, lo) < hi)
 		return false;
 	__clear_bit(x, m->ext_active);
 	m->nr_ext_active--;
-	for (; r < end; r++) {
-		if (test_bit(r, m->oos) || !test_bit_le(r, m->ondisk))
+	for (w = lo / BITS_PER_LONG; w * BITS_PER_LONG < hi; w++) {
+		c = repl_word_mask(w, lo, hi) & m->ondisk[w] & ~m->oos[w];
+		if (!c)
 			continue;
-		__clear_bit_le(r, m->ondisk);
-		__set_bit(md_page(r), m->page_dirty);
+		m->ondisk[w] &= ~c;
+		__set_bit(w / MD_PAGE_WORDS, m->page_dirty);
 		dirtied = true;
 	}
 	return dirtied;
 }
 
 /*
+ * m->lock held: the round a write to regions [first, end), whose bits are
+ * set in ondisk, has to wait for (0: none).  A bit is durable when it is
+ * in synced and the round in flight (its page pending) does not clear it;
+ * if it is not, the write waits for the round in flight when that one
+ * writes the bit (in staging, or in ondisk for a page not yet copied:
+ * md_stage_pages()), else for the next one (and its page is dirty).
+ */
+static u64 md_need_round(struct repl_meta *m, u64 first, u64 end)
+{
+	unsigned long mask, staged, bad;
+	u64 w, need = 0;
+	bool pending;
+	u32 p;
+
+	for (w = first / BITS_PER_LONG; w * BITS_PER_LONG < end; w++) {
+		mask = repl_word_mask(w, first, end);
+		p = w / MD_PAGE_WORDS;
+		pending = test_bit(p, m->page_pending);
+		if (!pending)
+			staged = 0;
+		else if (p < m->staged_upto)
+			staged = md_staged_word(m, w);
+		else
+			staged = ~0UL;
+		bad = mask & ~(m->synced[w] & (pending ? staged : ~0UL));
+		if (!bad)
+			continue;
+		if (bad & staged)
+			need = max(need, m->round_started);
+		if (bad & ~staged) {
+			__set_bit(p, m->page_dirty);
+			need = max(need, m->round_started + 1);
+		}
+	}
+	return need;
+}
+
+/*
  * Before a write to regions [first, end) reaches the disk, their bits must
  * be durable.  Returns 0 when they are, else the metadata round the write
  * has to wait for: then the owner keeps its records unpublished and hands
- * the bio to repl_meta_defer() with that round.  Any context; the ring
- * calls it with ring->lock held.
+ * the bio to repl_meta_defer() with the largest round its calls returned.
+ * Any context; the ring calls it with ring->lock held, with at most
+ * REPL_CHUNK_BITS regions per call (a large discard in several calls).
  */
 u64 repl_meta_intent(struct repl_meta *m, u64 first, u64 end)
 {
 	unsigned long flags;
-	u64 r, need = 0;
-	bool pending;
-	u32 page;
+	u64 x, xend, k, need = 0;
 
 	if (!m)
 		return 0;
 	end = min(end, m->nr_regions);
+	if (first >= end)
+		return 0;
 	spin_lock_irqsave(&m->lock, flags);
 	if (m->failed)
 		goto out;
-	for (r = first; r < end; r++) {
-		if (!__test_and_set_bit(r, m->intent))
-			m->nr_intent++;
-		__set_bit(r, m->touched);
-		page = md_page(r);
-		if (!test_bit(r >> m->ext_shift, m->ext_active) &&
-		    m->nr_ext_active < m->max_extents)
-			md_activate_extent(m, r >> m->ext_shift);
-		if (!test_bit_le(r, m->ondisk)) {
-			__set_bit_le(r, m->ondisk);
-			__set_bit(page, m->page_dirty);
-		}
-		pending = test_bit(page, m->page_pending);
-		/* durable, and the round in flight does not clear it */
-		if (test_bit_le(r, m->synced) && (!pending || test_bit_le(r, m->staging)))
-			continue;
-		if (pending && test_bit_le(r, m->staging)) {
-			need = max(need, m->round_started);
-		} else {
-			__set_bit(page, m->page_dirty);
-			need = max(need, m->round_started + 1);
-		}
+	m->nr_intent += repl_bitmap_set_count(m->intent, first, end);
+	repl_bitmap_set_count(m->touched, first, end);
+	/* the first write to an extent sets all its regions, up to max_extents */
+	x = first >> m->ext_shift;
+	xend = ((end - 1) >> m->ext_shift) + 1;
+	while (x < xend && m->nr_ext_active < m->max_extents) {
+		x = find_next_zero_bit(m->ext_active, xend, x);
+		if (x >= xend)
+			break;
+		k = find_next_bit(m->ext_active, xend, x) - x;
+		k = min_t(u64, k, m->max_extents - m->nr_ext_active);
+		md_activate_extents(m, x, k);
+		x += k;
 	}
+	/* beyond max_extents, a write marks its own regions */
+	md_ondisk_set(m, first, end);
+	need = md_need_round(m, first, end);
 	if (!delayed_work_pending(&m->clear_work))
 		queue_delayed_work(m->wq, &m->clear_work, MD_CLEAR_INTERVAL);
 out:
@@ -432,60 +612,58 @@ bool repl_meta_defer(struct repl_meta *m, struct bio *bio, u64 round)
 /*
  * Regions [first, end) are out of sync (the ring marked them dirty): they
  * must be set on disk too.  Any context; the ring calls it with ring->lock
- * held.
+ * held, at most REPL_CHUNK_BITS regions per call.
  */
 void repl_meta_set_dirty(struct repl_meta *m, u64 first, u64 end)
 {
 	unsigned long flags;
-	bool dirtied = false;
-	u64 r;
 
 	if (!m)
 		return;
 	end = min(end, m->nr_regions);
+	if (first >= end)
+		return;
 	spin_lock_irqsave(&m->lock, flags);
-	if (m->failed)
-		goto out;
-	for (r = first; r < end; r++) {
-		__set_bit(r, m->oos);
-		if (test_bit_le(r, m->ondisk))
-			continue;
-		__set_bit_le(r, m->ondisk);
-		__set_bit(md_page(r), m->page_dirty);
-		dirtied = true;
+	if (!m->failed) {
+		repl_bitmap_set_count(m->oos, first, end);
+		if (md_ondisk_set(m, first, end))
+			queue_work(m->wq, &m->work);
 	}
-	if (dirtied)
-		queue_work(m->wq, &m->work);
-out:
 	spin_unlock_irqrestore(&m->lock, flags);
 }
 
 /*
  * A resync cleared regions [first, end) (the ring cleared them in its dirty
  * bitmap).  A region's bit on disk goes unless it has intent or its extent
- * is active.  Any context; the ring calls it with ring->lock held.
+ * is active.  Any context; the ring calls it with ring->lock held, at most
+ * REPL_CHUNK_BITS regions per call.
  */
 void repl_meta_clear_dirty(struct repl_meta *m, u64 first, u64 end)
 {
-	unsigned long flags;
+	unsigned long flags, c;
 	bool dirtied = false;
-	u64 r;
+	u64 w;
 
 	if (!m)
 		return;
 	end = min(end, m->nr_regions);
+	if (first >= end)
+		return;
 	spin_lock_irqsave(&m->lock, flags);
 	if (m->failed)
 		goto out;
-	for (r = find_next_bit(m->oos, end, first); r < end;
-	     r = find_next_bit(m->oos, end, r + 1)) {
-		__clear_bit(r, m->oos);
-		if (test_bit(r, m->intent) ||
-		    test_bit(r >> m->ext_shift, m->ext_active) ||
-		    !test_bit_le(r, m->ondisk))
+	for (w = first / BITS_PER_LONG; w * BITS_PER_LONG < end; w++) {
+		c = repl_word_mask(w, first, end) & m->oos[w];
+		if (!c)
 			continue;
-		__clear_bit_le(r, m->ondisk);
-		__set_bit(md_page(r), m->page_dirty);
+		m->oos[w] &= ~c;
+		c &= m->ondisk[w] & ~m->intent[w];
+		if (c)
+			c &= ~md_ext_mask(m, w);
+		if (!c)
+			continue;
+		m->ondisk[w] &= ~c;
+		__set_bit(w / MD_PAGE_WORDS, m->page_dirty);
 		dirtied = true;
 	}
 	if (dirtied)
@@ -502,40 +680,83 @@ out:
  * touched bitmaps rotate before busy() takes its snapshot of the records:
  * a write logged after the snapshot calls repl_meta_intent() after the
  * rotation, so it is in touched.  Returns true while some region has
- * intent.
+ * intent.  Process context; every loop is in pieces (see below).
  */
 static bool md_clear_pass(struct repl_meta *m, bool final)
 {
+	u64 nwords = BITS_TO_LONGS(m->nr_regions), w, i, n, x, xe, work;
+	u64 ext_words = max_t(u64, 1, BIT_ULL(m->ext_shift) / BITS_PER_LONG);
 	bool dirtied = false, again;
-	u64 r, x;
+	unsigned long *t, c;
 
 	mutex_lock(&m->clear_lock);
+	/*
+	 * Rotate: touched_prev, which only the clear pass reads, is zeroed
+	 * without the lock; then the pointers swap under it.
+	 */
+	md_zero_words(m->touched_prev, nwords);
 	spin_lock_irq(&m->lock);
-	bitmap_copy(m->touched_prev, m->touched, m->nr_regions);
-	bitmap_zero(m->touched, m->nr_regions);
+	t = m->touched_prev;
+	m->touched_prev = m->touched;
+	m->touched = t;
 	spin_unlock_irq(&m->lock);
 
 	/* only the clear pass uses busy */
-	bitmap_zero(m->busy, m->nr_regions);
+	md_zero_words(m->busy, nwords);
 	m->ops->busy(m->ctx, m->busy);
 
-	spin_lock_irq(&m->lock);
-	for_each_set_bit(r, m->intent, m->nr_regions) {
-		if (test_bit(r, m->busy) ||
-		    (!final && (test_bit(r, m->touched) || test_bit(r, m->touched_prev))))
-			continue;
-		__clear_bit(r, m->intent);
-		m->nr_intent--;
-		/* a region marked on its own (max_extents were active) */
-		if (!test_bit(r >> m->ext_shift, m->ext_active) &&
-		    !test_bit(r, m->oos) && test_bit_le(r, m->ondisk)) {
-			__clear_bit_le(r, m->ondisk);
-			__set_bit(md_page(r), m->page_dirty);
+	/*
+	 * Intent, REPL_CHUNK_WORDS words per hold.  A region written between
+	 * two holds is in touched, and the regions of its records are busy
+	 * or in touched, so the pieces clear nothing a write needs.
+	 */
+	for (w = 0; w < nwords; w += n) {
+		n = min_t(u64, REPL_CHUNK_WORDS, nwords - w);
+		spin_lock_irq(&m->lock);
+		for (i = w; i < w + n; i++) {
+			c = m->intent[i];
+			if (!c)
+				continue;
+			c &= ~m->busy[i];
+			if (!final)
+				c &= ~(m->touched[i] | m->touched_prev[i]);
+			if (!c)
+				continue;
+			m->intent[i] &= ~c;
+			m->nr_intent -= hweight_long(c);
+			/* regions marked on their own (max_extents were active) */
+			c &= ~m->oos[i] & m->ondisk[i];
+			if (c)
+				c &= ~md_ext_mask(m, i);
+			if (!c)
+				continue;
+			m->ondisk[i] &= ~c;
+			__set_bit(i / MD_PAGE_WORDS, m->page_dirty);
 			dirtied = true;
 		}
+		spin_unlock_irq(&m->lock);
+		cond_resched();
 	}
-	for_each_set_bit(x, m->ext_active, m->nr_ext)
-		dirtied |= md_deactivate_extent(m, x);
+
+	/*
+	 * Extents: a window of REPL_CHUNK_BITS extents and about
+	 * REPL_CHUNK_WORDS words of deactivation per hold.  An extent
+	 * activated meanwhile has intent in it, so it stays.
+	 */
+	for (x = 0; x < m->nr_ext; ) {
+		xe = min_t(u64, m->nr_ext, x + REPL_CHUNK_BITS);
+		work = 0;
+		spin_lock_irq(&m->lock);
+		while ((x = find_next_bit(m->ext_active, xe, x)) < xe &&
+		       work < REPL_CHUNK_WORDS) {
+			dirtied |= md_deactivate_extent(m, x);
+			work += ext_words;
+			x++;
+		}
+		spin_unlock_irq(&m->lock);
+		cond_resched();
+	}
+	spin_lock_irq(&m->lock);
 	again = m->nr_intent != 0;
 	spin_unlock_irq(&m->lock);
 	mutex_unlock(&m->clear_lock);
@@ -738,7 +959,8 @@ struct repl_meta *repl_meta_create(const struct repl_meta_config *cfg,
 				   char **error)
 {
 	struct repl_meta *m;
-	u64 r, n = 0;
+	u64 w, nwords, n = 0;
+	u32 p;
 	int ret;
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
@@ -787,6 +1009,7 @@ struct repl_meta *repl_meta_create(const struct repl_meta_config *cfg,
 	m->ondisk = vzalloc((u64)m->nr_pages * PAGE_SIZE);
 	m->staging = vzalloc((u64)m->nr_pages * PAGE_SIZE);
 	m->synced = vzalloc((u64)m->nr_pages * PAGE_SIZE);
+	nwords = BITS_TO_LONGS(m->nr_regions);
 	m->oos = md_bitmap_alloc(m->nr_regions);
 	m->intent = md_bitmap_alloc(m->nr_regions);
 	m->nr_ext = DIV_ROUND_UP_ULL(m->nr_regions, BIT_ULL(m->ext_shift));
@@ -803,18 +1026,25 @@ struct repl_meta *repl_meta_create(const struct repl_meta_config *cfg,
 		ret = -ENOMEM;
 		goto bad;
 	}
-	ret = md_io(m, REQ_OP_READ, m->ondisk, true, m->bitmap_offset, m->bitmap_bytes);
+	ret = md_io(m, REQ_OP_READ, m->staging, true, m->bitmap_offset, m->bitmap_bytes);
 	if (ret) {
 		*error = "Cannot read the metadata bitmap";
 		goto bad;
 	}
-	memcpy(m->synced, m->ondisk, m->bitmap_bytes);
-	for (r = find_next_bit_le(m->ondisk, m->nr_regions, 0); r < m->nr_regions;
-	     r = find_next_bit_le(m->ondisk, m->nr_regions, r + 1)) {
-		__set_bit(r, m->oos);
-		__set_bit(r, dirty);
-		n++;
+	/* no lock: nothing else knows this metadata yet */
+	for (p = 0; p < m->nr_pages; p++) {
+		bitmap_copy_le(md_page_ptr(m->ondisk, p), md_staging_page(m, p),
+			       MD_PAGE_BITS);
+		cond_resched();
 	}
+	/* bits at and above nr_regions are padding: ignored */
+	repl_bitmap_clear_count(m->ondisk, m->nr_regions,
+				(u64)m->nr_pages * MD_PAGE_BITS);
+	memcpy(m->synced, m->ondisk, (u64)m->nr_pages * PAGE_SIZE);
+	memcpy(m->oos, m->ondisk, nwords * sizeof(long));
+	memcpy(dirty, m->ondisk, nwords * sizeof(long));
+	for (w = 0; w < nwords; w++)
+		n += hweight_long(m->ondisk[w]);
 	if (n)
 		DMINFO("%s: %s shutdown: %llu regions out of sync", cfg->name,
 		       le32_to_cpu(m->sb->flags) & DM_REPL_MD_CLEAN ? "clean" : "unclean",
