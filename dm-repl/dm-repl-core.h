@@ -194,6 +194,12 @@ struct repl_ring {
 	u64 space_gen;			/* bumped when space is released */
 	struct list_head held;		/* struct repl_bio, held for an ack */
 	unsigned int nr_held;
+	/*
+	 * Unlogged writes and timed-out held writes whose regions are being
+	 * marked dirty, in pieces without the lock: the ring does not leave
+	 * overflow (GAP) before they are all in the bitmap.
+	 */
+	unsigned int nr_marking;
 	unsigned long *dirty;		/* out of sync: needs a resync */
 	u64 nr_regions;
 	u64 nr_dirty;

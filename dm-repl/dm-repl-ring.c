@@ -94,16 +94,17 @@ static void ring_event_work(struct work_struct *work)
 	mutex_unlock(&ring->tmutex);
 }
 
-/* ring->lock held.  Mark regions [first, end) dirty. */
-static void ring_mark_regions(struct repl_ring *ring, u64 first, u64 end)
+/*
+ * ring->lock held.  Mark regions [first, end) dirty, at most
+ * REPL_CHUNK_BITS of them.  Every piece bumps dirty_gen: a copy of the
+ * bitmap taken before it cannot be used to clear (CLEAR_DIRTY checks the
+ * generation).
+ */
+static void ring_mark_chunk(struct repl_ring *ring, u64 first, u64 end)
 {
 	bool was_clean = !ring->nr_dirty;
-	u64 r;
 
-	for (r = first; r < end; r++) {
-		if (!__test_and_set_bit(r, ring->dirty))
-			ring->nr_dirty++;
-	}
+	ring->nr_dirty += repl_bitmap_set_count(ring->dirty, first, end);
 	repl_meta_set_dirty(ring->meta, first, end);
 	ring->dirty_gen++;
 	WRITE_ONCE(ring->hdr->dirty_gen, ring->dirty_gen);
@@ -115,7 +116,29 @@ static void ring_mark_regions(struct repl_ring *ring, u64 first, u64 end)
 	}
 }
 
-/* ring->lock held.  Mark the regions of an unlogged extent dirty. */
+/*
+ * Mark regions [first, end) dirty, a chunk per hold of ring->lock (not
+ * held on entry): a range can be the whole device.  May sleep.
+ */
+static void ring_mark_regions(struct repl_ring *ring, u64 first, u64 end)
+{
+	u64 e;
+
+	while (first < end) {
+		e = min(end, round_down(first, REPL_CHUNK_BITS) + REPL_CHUNK_BITS);
+		spin_lock_irq(&ring->lock);
+		ring_mark_chunk(ring, first, e);
+		spin_unlock_irq(&ring->lock);
+		first = e;
+		if (first < end)
+			cond_resched();
+	}
+}
+
+/*
+ * Mark the regions of an unlogged extent dirty (a discard: up to 4 GiB).
+ * ring->lock not held; may sleep.
+ */
 static void repl_ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr)
 {
 	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
@@ -128,20 +151,52 @@ static void repl_ring_mark_dirty(struct repl_ring *ring, sector_t sector, u32 nr
 }
 
 /*
- * ring->lock held.  Before the bio's regions reach the disk, their bits
- * must be durable on the metadata device: returns 0 when they are, else
- * the metadata round to wait for (repl_meta_intent()).
+ * The regions [*first, *end) whose bits must be durable on the metadata
+ * device before the bio reaches the disk; false when there are none (no
+ * metadata device, no extent).
  */
-static u64 ring_meta_intent(struct repl_ring *ring, const struct repl_bio *pb)
+static bool ring_meta_regions(const struct repl_ring *ring,
+			      const struct repl_bio *pb, u64 *first, u64 *end)
 {
 	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
-	u64 last;
 
 	if (!ring->meta || !pb->nr_sectors || pb->sector >= ring->dev_sectors)
-		return 0;
-	last = min_t(u64, (pb->sector + pb->nr_sectors - 1) >> shift,
-		     ring->nr_regions - 1);
-	return repl_meta_intent(ring->meta, pb->sector >> shift, last + 1);
+		return false;
+	*first = pb->sector >> shift;
+	*end = min_t(u64, (pb->sector + pb->nr_sectors - 1) >> shift,
+		     ring->nr_regions - 1) + 1;
+	return true;
+}
+
+/*
+ * ring->lock held: write intent for the next chunk of [*first, end)
+ * (repl_meta_intent()); advances *first.  Returns the metadata round to
+ * wait for, 0 for none.
+ */
+static u64 ring_meta_intent_chunk(struct repl_ring *ring, u64 *first, u64 end)
+{
+	u64 e = min(end, round_down(*first, REPL_CHUNK_BITS) + REPL_CHUNK_BITS);
+	u64 round = repl_meta_intent(ring->meta, *first, e);
+
+	*first = e;
+	return round;
+}
+
+/*
+ * Write intent for regions [first, end), a chunk per hold of ring->lock
+ * (not held on entry); may sleep.  Returns the largest round to wait for.
+ */
+static u64 ring_meta_intent_rest(struct repl_ring *ring, u64 first, u64 end)
+{
+	u64 round = 0;
+
+	while (first < end) {
+		cond_resched();
+		spin_lock_irq(&ring->lock);
+		round = max(round, ring_meta_intent_chunk(ring, &first, end));
+		spin_unlock_irq(&ring->lock);
+	}
+	return round;
 }
 
 /*
@@ -273,6 +328,38 @@ static void ring_enter_overflow(struct repl_ring *ring)
 		     MAJOR(ring->devt), MINOR(ring->devt));
 	ring_state_changed(ring);
 	wake_up_all(&ring->space_wq);
+}
+
+/*
+ * ring->lock held: drained (the consumer released every record) while in
+ * overflow: log again, after a GAP record.  Records after the GAP do not
+ * include the writes the dirty bitmap stands for, so not before every
+ * unlogged write has its regions in the bitmap (nr_marking: the last one
+ * to finish calls this again).
+ */
+static void ring_leave_overflow(struct repl_ring *ring)
+{
+	u64 seq, off;
+
+	if (!(ring->state & DM_REPL_STATE_OVERFLOW) ||
+	    ring->released != ring->reserved || ring->nr_marking)
+		return;
+	ring->state &= ~DM_REPL_STATE_OVERFLOW;
+	if (!ring_reserve(ring, 1, 0, &seq, &off)) {
+		ring_fill(ring, seq, DM_REPL_OP_GAP, 0, 0, 0, 0, 0);
+		ring_local_done(ring, seq, 1);	/* nothing to write */
+		ring_commit(ring, seq);
+	}
+	ring_state_changed(ring);
+}
+
+/* The regions of writes counted in nr_marking are all in the bitmap. */
+static void ring_marking_done(struct repl_ring *ring)
+{
+	spin_lock_irq(&ring->lock);
+	if (!--ring->nr_marking)
+		ring_leave_overflow(ring);
+	spin_unlock_irq(&ring->lock);
 }
 
 /* The sectors of the record that starts at @sector: up to a boundary. */
@@ -454,7 +541,8 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 {
 	u32 len = op == DM_REPL_OP_WRITE ? bio->bi_iter.bi_size : 0;
 	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
-	u64 seq, off, gen, o, round;
+	u64 seq, off, gen, o, round = 0, r = 0, rend = 0;
+	bool meta_wait = false;
 	sector_t sector;
 	u32 i, n;
 	long left;
@@ -495,16 +583,21 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 			o += n << SECTOR_SHIFT;
 		}
 	}
-	round = ring_meta_intent(ring, pb);
 	/*
 	 * A peer must not get a write whose bits could still be lost: after
 	 * a crash, a region that differs from a peer has to be in the bitmap.
 	 * So the records are published only once the metadata round is done
-	 * (ring_meta_publish()).
+	 * (ring_meta_publish()).  The first chunk of the write's regions is
+	 * marked in this hold of the lock; the rest (a large discard) in one
+	 * hold per chunk below, with the records kept unpublished meanwhile.
 	 */
-	if (round)
+	if (ring_meta_regions(ring, pb, &r, &rend))
+		round = ring_meta_intent_chunk(ring, &r, rend);
+	meta_wait = round || r < rend;
+	if (meta_wait)
 		pb->flags |= RB_META_WAIT;
 	spin_unlock_irq(&ring->lock);
+	round = max(round, ring_meta_intent_rest(ring, r, rend));
 
 	if (len >= REPL_COPY_OFFLOAD_BYTES) {
 		pb->flags |= RB_LOGGED;
@@ -527,22 +620,28 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 	goto out;
 
 unlogged:
+	/* A discard can cover 4 GiB: its regions are marked in chunks. */
 	if (op != DM_REPL_OP_FLUSH) {
+		ring->nr_marking++;
+		spin_unlock_irq(&ring->lock);
 		repl_ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
+		ring_marking_done(ring);
 		pb->flags |= RB_UNLOGGED;
+	} else {
+		spin_unlock_irq(&ring->lock);
 	}
-	round = ring_meta_intent(ring, pb);
-	spin_unlock_irq(&ring->lock);
+	if (ring_meta_regions(ring, pb, &r, &rend))
+		round = ring_meta_intent_rest(ring, r, rend);
 out:
-	if (!round)
-		return DM_MAPIO_REMAPPED;
 	/* the metadata work submits it once the round is on disk */
-	if (repl_meta_defer(ring->meta, bio, round))
+	if (round && repl_meta_defer(ring->meta, bio, round))
 		return DM_MAPIO_SUBMITTED;
-	/* that round is already on disk */
-	spin_lock_irq(&ring->lock);
-	ring_meta_publish(ring, pb);
-	spin_unlock_irq(&ring->lock);
+	/* no round, or it is already on disk */
+	if (meta_wait) {
+		spin_lock_irq(&ring->lock);
+		ring_meta_publish(ring, pb);
+		spin_unlock_irq(&ring->lock);
+	}
 	return DM_MAPIO_REMAPPED;
 }
 
@@ -589,7 +688,7 @@ static void ring_meta_busy(void *ctx, unsigned long *busy)
 			continue;
 		first = sector >> shift;
 		last = min_t(u64, (sector + nr - 1) >> shift, ring->nr_regions - 1);
-		bitmap_set(busy, first, last - first + 1);
+		repl_bitmap_set_count(busy, first, last + 1);
 		cond_resched();
 	}
 }
@@ -608,18 +707,30 @@ static const struct repl_meta_ops ring_meta_ops = {
 	.failed = ring_meta_failed,
 };
 
-static void ring_complete_list(struct list_head *list)
+/*
+ * Complete the bios of @list, taken off ring->held and marked RB_RELEASED.
+ * With @mark (their hold timed out, or the target goes), their regions go
+ * into the dirty bitmap first, a chunk per hold of ring->lock: held
+ * discards can cover terabytes.  ring->lock not held; may sleep.
+ */
+static void ring_complete_list(struct repl_ring *ring, struct list_head *list,
+			       bool mark)
 {
 	struct repl_bio *pb, *tmp;
 
 	list_for_each_entry_safe(pb, tmp, list, held) {
 		list_del_init(&pb->held);
+		if (mark)
+			repl_ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
 		/* Re-enters repl_end_io(), which sees RB_RELEASED. */
 		bio_endio(dm_bio_from_per_bio_data(pb, sizeof(*pb)));
 	}
 }
 
-/* ring->lock held: move held bios (all, or those acked) to @out. */
+/*
+ * ring->lock held: move held bios (all, or those acked) to @out;
+ * @timed_out counts them (ring_complete_list() marks their regions).
+ */
 static void ring_take_held(struct repl_ring *ring, struct list_head *out,
 			   bool all, bool timed_out)
 {
@@ -631,10 +742,8 @@ static void ring_take_held(struct repl_ring *ring, struct list_head *out,
 		list_move_tail(&pb->held, out);
 		pb->flags |= RB_RELEASED;
 		ring->nr_held--;
-		if (timed_out) {
-			repl_ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
+		if (timed_out)
 			ring->hold_timeouts++;
-		}
 	}
 }
 
@@ -687,10 +796,11 @@ static void ring_hold_work(struct work_struct *work)
 	if (expired) {
 		/*
 		 * The consumer did not acknowledge in time: complete every
-		 * held write, remember its regions, act async until the
-		 * consumer has caught up.
+		 * held write, remember its regions (after dropping the lock),
+		 * act async until the consumer has caught up.
 		 */
 		ring_take_held(ring, &done, true, true);
+		ring->nr_marking++;
 		if (!(ring->state & DM_REPL_STATE_DEGRADED)) {
 			ring_degrade(ring);
 			DMWARN_LIMIT("%u:%u: sync write not acknowledged in time: acting async",
@@ -703,7 +813,10 @@ static void ring_hold_work(struct work_struct *work)
 				 earliest - jiffies : 0);
 	}
 	spin_unlock_irq(&ring->lock);
-	ring_complete_list(&done);
+	if (expired) {
+		ring_complete_list(ring, &done, true);
+		ring_marking_done(ring);
+	}
 }
 
 /*
@@ -728,7 +841,7 @@ void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
 	}
 	ring_state_changed(ring);
 	spin_unlock_irq(&ring->lock);
-	ring_complete_list(&done);
+	ring_complete_list(ring, &done, false);
 }
 
 /*
@@ -770,19 +883,7 @@ int repl_ring_kick(struct repl_ring *ring)
 		ring_take_held(ring, &done, false, false);
 	}
 
-	if ((ring->state & DM_REPL_STATE_OVERFLOW) &&
-	    ring->released == ring->reserved) {
-		u64 seq, off;
-
-		/* Drained: log again, after a GAP record. */
-		ring->state &= ~DM_REPL_STATE_OVERFLOW;
-		if (!ring_reserve(ring, 1, 0, &seq, &off)) {
-			ring_fill(ring, seq, DM_REPL_OP_GAP, 0, 0, 0, 0, 0);
-			ring_local_done(ring, seq, 1);	/* nothing to write */
-			ring_commit(ring, seq);
-		}
-		ring_state_changed(ring);
-	}
+	ring_leave_overflow(ring);
 	if ((ring->state & DM_REPL_STATE_DEGRADED) &&
 	    !(ring->state & DM_REPL_STATE_OVERFLOW) &&
 	    ring->acked >= ring->degraded_seq &&
@@ -798,7 +899,7 @@ int repl_ring_kick(struct repl_ring *ring)
 
 	if (freed)
 		wake_up_all(&ring->space_wq);
-	ring_complete_list(&done);
+	ring_complete_list(ring, &done, false);
 	if (bad) {
 		DMWARN_LIMIT("%u:%u: consumer wrote invalid release/ack (%llu/%llu)",
 			     MAJOR(ring->devt), MINOR(ring->devt), rel, ack);
@@ -1097,13 +1198,19 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 void repl_ring_put(struct repl_ring *ring, struct repl_c *rc)
 {
 	LIST_HEAD(done);
-	bool last;
+	bool last, mark;
 
 	/* Suspend waited for every held bio; this is only a safety net. */
 	spin_lock_irq(&ring->lock);
 	ring_take_held(ring, &done, true, true);
+	mark = !list_empty(&done);
+	if (mark)
+		ring->nr_marking++;
 	spin_unlock_irq(&ring->lock);
-	ring_complete_list(&done);
+	if (mark) {
+		ring_complete_list(ring, &done, true);
+		ring_marking_done(ring);
+	}
 
 	mutex_lock(&repl_rings_lock);
 	mutex_lock(&ring->tmutex);
@@ -1191,69 +1298,88 @@ void repl_ring_detach(struct repl_ring *ring)
 /*
  * DM_REPL_IOC_GET_DIRTY: copy the dirty bitmap to @ubuf (little-endian bit
  * order, (nr_regions + 7) / 8 bytes), unless it is NULL; return the number
- * of dirty regions and the generation of the copy.
+ * of dirty regions and the generation as they were when the copy began.
+ * A chunk per hold of ring->lock, through a bounce buffer (copy_to_user()
+ * may fault).  The generation is read with the first chunk: a region
+ * marked during the copy bumps it, so a CLEAR_DIRTY with it fails
+ * (EAGAIN); a mark before it is in every chunk copied after.
  */
 int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf,
 			 u64 *ret_dirty, u64 *ret_gen)
 {
-	u64 bytes = DIV_ROUND_UP_ULL(ring->nr_regions, 8), r;
-	u8 *buf = NULL;
+	u64 bytes = DIV_ROUND_UP_ULL(ring->nr_regions, 8);
+	u64 nwords = BITS_TO_LONGS(ring->nr_regions), w, n, len;
+	unsigned long *bounce;
 	int ret = 0;
 
-	if (ubuf) {
-		buf = kvzalloc(bytes, GFP_KERNEL);
-		if (!buf)
-			return -ENOMEM;
+	if (!ubuf) {
+		spin_lock_irq(&ring->lock);
+		*ret_dirty = ring->nr_dirty;
+		*ret_gen = ring->dirty_gen;
+		spin_unlock_irq(&ring->lock);
+		return 0;
 	}
-	spin_lock_irq(&ring->lock);
-	if (buf)
-		for_each_set_bit(r, ring->dirty, ring->nr_regions)
-			buf[r >> 3] |= 1U << (r & 7);
-	*ret_dirty = ring->nr_dirty;
-	*ret_gen = ring->dirty_gen;
-	spin_unlock_irq(&ring->lock);
-	if (buf && copy_to_user(ubuf, buf, bytes))
-		ret = -EFAULT;
-	kvfree(buf);
+	bounce = kmalloc_array(REPL_CHUNK_WORDS, sizeof(*bounce), GFP_KERNEL);
+	if (!bounce)
+		return -ENOMEM;
+	for (w = 0; w < nwords; w += n) {
+		n = min_t(u64, REPL_CHUNK_WORDS, nwords - w);
+		spin_lock_irq(&ring->lock);
+		if (!w) {
+			*ret_dirty = ring->nr_dirty;
+			*ret_gen = ring->dirty_gen;
+		}
+		bitmap_copy_le(bounce, ring->dirty + w, n * BITS_PER_LONG);
+		spin_unlock_irq(&ring->lock);
+		len = min_t(u64, n * sizeof(*bounce), bytes - w * sizeof(*bounce));
+		if (copy_to_user(ubuf + w * sizeof(*bounce), bounce, len)) {
+			ret = -EFAULT;
+			break;
+		}
+		cond_resched();
+	}
+	kfree(bounce);
 	return ret;
 }
 
 /* DM_REPL_IOC_MARK_DIRTY: regions [first, first + count), checked. */
 void repl_ring_mark_regions(struct repl_ring *ring, u64 first, u64 count)
 {
-	spin_lock_irq(&ring->lock);
 	ring_mark_regions(ring, first, first + count);
-	spin_unlock_irq(&ring->lock);
 }
 
 /*
  * DM_REPL_IOC_CLEAR_DIRTY: clear regions [first, first + count), checked,
  * unless a region was marked since the copy of generation @gen (-EAGAIN).
+ * A chunk per hold of ring->lock, the generation checked in each: once it
+ * changed, the rest of the range stays; what was cleared before was not
+ * marked since the copy, so it is in sync.
  */
 int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
 			    u64 gen)
 {
-	u64 r, end = first + count;
+	u64 end = first + count, e;
 	int ret = 0;
 
-	spin_lock_irq(&ring->lock);
-	if (gen != ring->dirty_gen) {
-		ret = -EAGAIN;
-	} else {
-		for (r = first; r < end; r++) {
-			if (!__test_and_clear_bit(r, ring->dirty))
-				continue;
-			ring->nr_dirty--;
+	for (; first < end; first = e) {
+		e = min(end, round_down(first, REPL_CHUNK_BITS) + REPL_CHUNK_BITS);
+		spin_lock_irq(&ring->lock);
+		if (gen != ring->dirty_gen) {
+			spin_unlock_irq(&ring->lock);
+			ret = -EAGAIN;
+			break;
 		}
-		repl_meta_clear_dirty(ring->meta, first, end);
+		ring->nr_dirty -= repl_bitmap_clear_count(ring->dirty, first, e);
+		repl_meta_clear_dirty(ring->meta, first, e);
 		if (!ring->nr_dirty && (ring->state & DM_REPL_STATE_DIRTY)) {
 			ring->state &= ~DM_REPL_STATE_DIRTY;
 			ring_state_changed(ring);
 		} else {
 			WRITE_ONCE(ring->hdr->dirty_regions, ring->nr_dirty);
 		}
+		spin_unlock_irq(&ring->lock);
+		cond_resched();
 	}
-	spin_unlock_irq(&ring->lock);
 	return ret;
 }
 

@@ -194,14 +194,17 @@ struct dm_repl_attach {
 /* DM_REPL_IOC_GET_DIRTY: copy out the dirty bitmap (little-endian bit order,
  * bit i of byte j is region j*8+i).  bitmap == 0 asks for the counts only;
  * a buffer smaller than (nr_regions + 7) / 8 bytes fails with ENOSPC.
+ * The kernel copies a large bitmap in pieces: dirty_regions and dirty_gen
+ * are those of when the copy began, and the copy holds every region dirty
+ * then (and maybe some marked during the copy, which changes dirty_gen).
  */
 struct dm_repl_dirty {
 	__u64 bitmap;		/* in: user address of the buffer, or 0 */
 	__u64 bitmap_bytes;	/* in: buffer size */
 	__u64 nr_regions;	/* out */
 	__u64 region_bytes;	/* out */
-	__u64 dirty_regions;	/* out: bits set */
-	__u64 dirty_gen;	/* out: generation of this copy */
+	__u64 dirty_regions;	/* out: bits set when the copy began */
+	__u64 dirty_gen;	/* out: generation when the copy began */
 };
 
 /*
@@ -210,7 +213,10 @@ struct dm_repl_dirty {
  * different).  gen and flags must be 0.
  * DM_REPL_IOC_CLEAR_DIRTY: a resync made them equal everywhere: clear
  * them, unless a region was marked since the bitmap copy of generation gen
- * was taken (then EAGAIN, nothing cleared).  flags must be 0.
+ * was taken: then EAGAIN, and the regions stay dirty from the piece of the
+ * range where the kernel found the generation changed on (a large range is
+ * cleared in pieces; those cleared before were not marked since the copy,
+ * so they are in sync).  flags must be 0.
  */
 struct dm_repl_regions {
 	__u64 first;
