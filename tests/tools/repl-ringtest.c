@@ -7,6 +7,8 @@
  *   repl-ringtest dump <dm-device> [options]
  *   repl-ringtest write <block-device> --seed S --count N [options]
  *   repl-ringtest pattern-check <block-device> --seed S --count N [options]
+ *   repl-ringtest dirty <dm-device>
+ *   repl-ringtest regions <dm-device> mark|clear <first> <count> [<gen>]
  *
  * dump: attach to the ring of <dm-device> (a /dev/dm-N or /dev/mapper/X
  * path) and print one line per record on stdout, flushed per line:
@@ -1181,10 +1183,69 @@ static int cmd_dirty(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * regions <dm-device> mark|clear <first> <count> [<gen>]: attach and mark
+ * regions [first, first + count) dirty (DM_REPL_IOC_MARK_DIRTY), or clear
+ * them (DM_REPL_IOC_CLEAR_DIRTY with generation <gen>, by default that of
+ * a GET_DIRTY taken just before); print
+ *   regions: <mark|clear> <first>+<count>: ok dirty=<d> gen=<g>
+ * (the counts after it) and detach without touching the ring.  Exit 0, 3
+ * when the clear was refused with EAGAIN (a region was marked since that
+ * generation), 1 on other errors.
+ */
+static int cmd_regions(int argc, char **argv)
+{
+	_cleanup_(ring_freep) struct ring *r = NULL;
+	struct dm_repl_dirty d;
+	uint64_t first, count, gen = 0;
+	struct stat st;
+	bool clear;
+	int err;
+
+	clear = argc >= 3 && !strcmp(argv[2], "clear");
+	if ((argc != 5 && !(clear && argc == 6)) ||
+	    (strcmp(argv[2], "mark") && !clear) ||
+	    !parse_u64(argv[3], &first) || !parse_u64(argv[4], &count) ||
+	    (argc == 6 && !parse_u64(argv[5], &gen))) {
+		fputs("Usage: " PROG " regions <dm-device> mark|clear <first> <count> [<gen>]\n",
+		      stderr);
+		return EXIT_ERROR;
+	}
+	if (stat(argv[1], &st) < 0 || !S_ISBLK(st.st_mode)) {
+		errmsg("%s: not a block device", argv[1]);
+		return EXIT_ERROR;
+	}
+	err = ring_attach(NULL, st.st_rdev, &r);
+	if (err >= 0 && clear && argc == 5) {
+		err = ring_get_dirty(r, NULL, 0, &d);
+		gen = d.dirty_gen;
+	}
+	if (err >= 0)
+		err = clear ? ring_clear_dirty(r, first, count, gen) :
+			      ring_mark_dirty(r, first, count);
+	if (err >= 0)
+		err = ring_get_dirty(r, NULL, 0, &d);
+	if (err == -EAGAIN) {
+		errmsg("regions %s: clear %" PRIu64 "+%" PRIu64 ": %s", argv[1], first, count,
+		       strerror(-err));
+		return 3;
+	}
+	if (err < 0) {
+		errmsg("regions %s: %s %" PRIu64 "+%" PRIu64 ": %s", argv[1], argv[2], first,
+		       count, strerror(-err));
+		return EXIT_ERROR;
+	}
+	printf("regions: %s %" PRIu64 "+%" PRIu64 ": ok dirty=%llu gen=%llu\n", argv[2], first,
+	       count, (unsigned long long)d.dirty_regions, (unsigned long long)d.dirty_gen);
+	return 0;
+}
+
 static const char usage[] =
 	"Usage: " PROG " <command> [options]\n"
 	"  dump <dm-device>         print the records of a repl device's ring\n"
 	"  dirty <dm-device>        print the dirty bitmap of a repl device\n"
+	"  regions <dm-device> mark|clear <first> <count> [<gen>]\n"
+	"                           mark regions dirty, or clear them\n"
 	"  write <device>           deterministic serial I/O, print expected records\n"
 	"  pattern-check <device>   check the device holds the final state of 'write'\n"
 	"'" PROG " <command> --help' for the options.  Exit 0 ok, 1 error,\n"
@@ -1209,6 +1270,8 @@ int main(int argc, char **argv)
 		return cmd_seq(argc - 1, argv + 1, true);
 	if (!strcmp(argv[1], "dirty"))
 		return cmd_dirty(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "regions"))
+		return cmd_regions(argc - 1, argv + 1);
 	errmsg("unknown command '%s'", argv[1]);
 	fputs(usage, stderr);
 	return EXIT_ERROR;
