@@ -17,7 +17,7 @@
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
 LIMIT_MS=${BIGMAP_LIMIT_MS:-1000}
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 A=/dev/vda
 SZ=$(dev_sectors $A)
 [ "$SZ" -ge $((1 << 30)) ] || skip "needs a disk of at least 512 GiB (vm-run.sh --disk-size 1T)"
