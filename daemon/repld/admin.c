@@ -230,16 +230,11 @@ void admin_status(struct primary *pri, struct json_object *o)
 	struct json_object *peers = json_object_new_array(), *k = json_object_new_object();
 	struct ring_info ri;
 	unsigned int i;
-	uint64_t s, used = 0;
+	uint64_t used;
 
 	json_object_object_add(o, "generation", genstore_json(&pri->gens));
 	ring_get_info(pri->ring, &ri);
-	for (s = pri->released; s < ri.prod_seq; s++) {
-		const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
-
-		if (rec)
-			used += rec->data_len;
-	}
+	used = stream_ring_bytes(pri, pri->released, ri.prod_seq);
 	/* what the target says, which is what dmsetup status says */
 	json_object_object_add(k, "mode", json_object_new_string(
 		ri.state & DM_REPL_STATE_SYNC ? "sync" : "async"));
@@ -265,14 +260,9 @@ void admin_status(struct primary *pri, struct json_object *o)
 		struct replica *rp = pri->replicas[i];
 		struct peer *p = &rp->conn;
 		struct json_object *po = json_object_new_object();
-		uint64_t lag_bytes = 0, from = p->state == PEER_UP ? rp->received : rp->durable;
+		uint64_t from = p->state == PEER_UP ? rp->received : rp->durable;
+		uint64_t lag_bytes = stream_ring_bytes(pri, from, ri.prod_seq);
 
-		for (s = from; s < ri.prod_seq; s++) {
-			const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
-
-			if (rec)
-				lag_bytes += rec->data_len;
-		}
 		json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
 		json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
 		json_object_object_add(po, "mode", json_object_new_string(config_mode_name(rp->mode)));

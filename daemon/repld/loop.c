@@ -177,11 +177,6 @@ void loop_exit(struct loop *l, int code)
 	l->exit_code = code;
 }
 
-bool loop_exiting(const struct loop *l)
-{
-	return l->exit;
-}
-
 int loop_run(struct loop *l, int max_sleep_ms)
 {
 	int n, i;

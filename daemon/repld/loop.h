@@ -75,7 +75,6 @@ void loop_set_prepare(struct loop *l, loop_prepare_fn fn, void *ctx);
  */
 int loop_run(struct loop *l, int max_sleep_ms);
 void loop_exit(struct loop *l, int code);
-bool loop_exiting(const struct loop *l);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t loop_now_ms(void);

@@ -457,13 +457,10 @@ int peer_init(struct peer *p, struct loop *l, const struct peer_ops *ops, const 
 
 void peer_fini(struct peer *p)
 {
-	if (p->ev.fd >= 0) {
-		loop_del(p->loop, &p->ev);
+	loop_del(p->loop, &p->ev);	/* also its events of this batch */
+	if (p->ev.fd >= 0)
 		close(p->ev.fd);
-		p->ev.fd = -1;
-	} else {
-		loop_del(p->loop, &p->ev);	/* events of this batch */
-	}
+	p->ev.fd = -1;
 	peer_pipe_close(p);
 	wire_reader_free(&p->rd);
 	free(p->q);

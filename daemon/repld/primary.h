@@ -100,8 +100,6 @@ struct primary {
 struct replica *stream_replica_new(struct primary *pri, const struct config_peer *cp);
 void stream_replica_free(struct replica *rp);
 struct replica *stream_find(struct primary *pri, const char *name);
-/* The peer counts for the target's sync mode (sync or semi-sync, not down by the admin). */
-bool stream_counts_for_sync(const struct replica *rp);
 /* Set the target's mode from the peers' modes (live, no reconnect). */
 void stream_update_kernel_mode(struct primary *pri);
 /* Publish release and ack to the kernel when they moved. */
@@ -110,8 +108,6 @@ void stream_update_ring(struct primary *pri);
 void stream_mark_records(struct primary *pri, uint64_t from, uint64_t to);
 /* Queue and send what the ring has for every connected peer; drive resyncs. */
 void stream_pump(struct primary *pri);
-/* Records queued to the peer from the ring, as far as its queue takes them. */
-void stream_fill(struct replica *rp, uint64_t prod);
 /* The peer needs no resync: it joins our current generation. */
 void stream_send_join(struct replica *rp);
 /* Every peer UpToDate in our generation: forget the bitmap's generation. */
@@ -126,6 +122,8 @@ bool stream_ack(struct replica *rp, uint64_t received, uint64_t written, uint64_
 void stream_resync_flushed(struct replica *rp, uint64_t id);
 /* ring fill in per cent of the tighter of data and record slots */
 unsigned int stream_ring_fill_pct(struct primary *pri);
+/* Payload bytes of the records [from, to) in the ring. */
+uint64_t stream_ring_bytes(struct primary *pri, uint64_t from, uint64_t to);
 /* Store the generation identifiers. */
 int stream_save_gens(struct primary *pri);
 

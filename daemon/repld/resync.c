@@ -708,11 +708,6 @@ int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, ui
 	return 0;
 }
 
-enum rs_kind resync_kind(const struct resync *rs)
-{
-	return rs->kind;
-}
-
 const char *resync_why(const struct resync *rs)
 {
 	return rs->why ? rs->why : "failed";

@@ -81,7 +81,6 @@ int resync_hash_reply(struct resync *rs, const Dmrepl__V1__HashReply *h, const c
 /* A record overlapping [sector, +nr) is being queued to the peer. */
 void resync_taint(struct resync *rs, uint64_t sector, uint32_t nr);
 
-enum rs_kind resync_kind(const struct resync *rs);
 const char *resync_why(const struct resync *rs);
 /* Regions were marked during the pass (they stay): another pass must follow. */
 bool resync_again(const struct resync *rs);

@@ -4,7 +4,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
-#include <unistd.h>
 
 #include "fileio.h"
 #include "state.h"

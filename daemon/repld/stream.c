@@ -35,7 +35,8 @@
 #include "primary.h"
 #include "ring.h"
 
-bool stream_counts_for_sync(const struct replica *rp)
+/* The peer counts for the target's sync mode (sync or semi-sync, not down by the admin). */
+static bool stream_counts_for_sync(const struct replica *rp)
 {
 	return !rp->admin_down && !rp->removed && rp->mode != MODE_ASYNC;
 }
@@ -61,19 +62,27 @@ void stream_update_kernel_mode(struct primary *pri)
 	pri->kernel_mode_known = true;
 }
 
-unsigned int stream_ring_fill_pct(struct primary *pri)
+uint64_t stream_ring_bytes(struct primary *pri, uint64_t from, uint64_t to)
 {
-	struct ring_info ri;
-	uint64_t recs, bytes = 0, s;
-	const struct dm_repl_rec *rec;
+	uint64_t bytes = 0;
 
-	ring_get_info(pri->ring, &ri);
-	recs = ri.prod_seq - pri->released;
-	for (s = pri->released; s < ri.prod_seq; s++) {
-		rec = ring_rec(pri->ring, s);
+	for (uint64_t seq = from; seq < to; seq++) {
+		const struct dm_repl_rec *rec = ring_rec(pri->ring, seq);
+
 		if (rec)
 			bytes += rec->data_len;
 	}
+	return bytes;
+}
+
+unsigned int stream_ring_fill_pct(struct primary *pri)
+{
+	struct ring_info ri;
+	uint64_t recs, bytes, s;
+
+	ring_get_info(pri->ring, &ri);
+	recs = ri.prod_seq - pri->released;
+	bytes = stream_ring_bytes(pri, pri->released, ri.prod_seq);
 	s = recs * 100 / ri.nr_recs;
 	return (unsigned int)(bytes * 100 / ri.data_size > s ? bytes * 100 / ri.data_size : s);
 }
@@ -209,7 +218,7 @@ int stream_save_gens(struct primary *pri)
 /* ---- sending ------------------------------------------------------------------------ */
 
 /* Queue records from the ring: header frame + payload pointing into it. */
-void stream_fill(struct replica *rp, uint64_t prod)
+static void stream_fill(struct replica *rp, uint64_t prod)
 {
 	struct primary *pri = rp->pri;
 	struct peer *p = &rp->conn;
