@@ -869,6 +869,26 @@ u64 repl_meta_active_extents(struct repl_meta *m)
 	return m ? READ_ONCE(m->nr_ext_active) : 0;
 }
 
+/*
+ * The peer area is the daemon's: the target only makes sure it lies after
+ * the bitmap and inside the device, so that nothing it writes overlaps it.
+ */
+static int md_check_peers(const struct dm_repl_md_sb *sb, u64 bitmap_end, u64 size,
+			  char **error)
+{
+	u64 off = le64_to_cpu(sb->peers_offset);
+	u32 n = le32_to_cpu(sb->max_peers);
+	u64 bytes = le64_to_cpu(sb->bitmap_bytes);
+
+	if (!n || n > DM_REPL_MD_MAX_PEERS || off < bitmap_end ||
+	    !IS_ALIGNED(off, DM_REPL_MD_BITMAP_ALIGN) || off > size ||
+	    DM_REPL_MD_SB_BYTES + (u64)n * bytes > size - off) {
+		*error = "Metadata peer area location or size invalid";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int md_check(struct repl_meta *m, const struct repl_meta_config *cfg,
 		    char **error)
 {
@@ -888,6 +908,10 @@ static int md_check(struct repl_meta *m, const struct repl_meta_config *cfg,
 	if (le64_to_cpu(sb->csum) != md_csum(sb)) {
 		*error = "Metadata superblock checksum mismatch: corrupt";
 		return -EILSEQ;
+	}
+	if (le32_to_cpu(sb->version) == 1) {
+		*error = "Metadata format version 1: run 'replctl upgrade-md'";
+		return -EINVAL;
 	}
 	if (le32_to_cpu(sb->version) != DM_REPL_MD_VERSION) {
 		*error = "Metadata format version not supported";
@@ -919,7 +943,7 @@ static int md_check(struct repl_meta *m, const struct repl_meta_config *cfg,
 		*error = "Metadata bitmap location or size invalid";
 		return -EINVAL;
 	}
-	return 0;
+	return md_check_peers(sb, m->bitmap_offset + m->bitmap_bytes, size, error);
 }
 
 /* The metadata goes (no target, no I/O); also undoes a half-built one. */

@@ -709,7 +709,7 @@ static const struct repl_meta_ops ring_meta_ops = {
 
 /*
  * Complete the bios of @list, taken off ring->held and marked RB_RELEASED.
- * With @mark (their hold timed out, or the target goes), their regions go
+ * With @mark (the target goes), their regions go
  * into the dirty bitmap first, a chunk per hold of ring->lock: held
  * discards can cover terabytes.  ring->lock not held; may sleep.
  */
@@ -729,7 +729,7 @@ static void ring_complete_list(struct repl_ring *ring, struct list_head *list,
 
 /*
  * ring->lock held: move held bios (all, or those acked) to @out;
- * @timed_out counts them (ring_complete_list() marks their regions).
+ * @timed_out counts them in hold_timeouts.
  */
 static void ring_take_held(struct repl_ring *ring, struct list_head *out,
 			   bool all, bool timed_out)
@@ -796,11 +796,13 @@ static void ring_hold_work(struct work_struct *work)
 	if (expired) {
 		/*
 		 * The consumer did not acknowledge in time: complete every
-		 * held write, remember its regions (after dropping the lock),
-		 * act async until the consumer has caught up.
+		 * held write and act async until the consumer has caught up.
+		 * Their records stay in the ring: the consumer releases them
+		 * once its peers have them, or marks their regions for a peer
+		 * it releases them without, so nothing is marked here (a mark
+		 * would stay after the peer got the records).
 		 */
 		ring_take_held(ring, &done, true, true);
-		ring->nr_marking++;
 		if (!(ring->state & DM_REPL_STATE_DEGRADED)) {
 			ring_degrade(ring);
 			DMWARN_LIMIT("%u:%u: sync write not acknowledged in time: acting async",
@@ -813,10 +815,8 @@ static void ring_hold_work(struct work_struct *work)
 				 earliest - jiffies : 0);
 	}
 	spin_unlock_irq(&ring->lock);
-	if (expired) {
-		ring_complete_list(ring, &done, true);
-		ring_marking_done(ring);
-	}
+	if (expired)
+		ring_complete_list(ring, &done, false);
 }
 
 /*
@@ -1043,7 +1043,9 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	BUILD_BUG_ON(sizeof(struct dm_repl_attach) != 32);
 	BUILD_BUG_ON(sizeof(struct dm_repl_dirty) != 48);
 	BUILD_BUG_ON(sizeof(struct dm_repl_regions) != 32);
-	BUILD_BUG_ON(sizeof(struct dm_repl_md_sb) != 176);
+	BUILD_BUG_ON(sizeof(struct dm_repl_md_sb) != 192);
+	BUILD_BUG_ON(offsetof(struct dm_repl_md_sb, peers_offset) != 176);
+	BUILD_BUG_ON(sizeof(struct dm_repl_md_peers) > DM_REPL_MD_SB_BYTES);
 	BUILD_BUG_ON(offsetof(struct dm_repl_md_sb, resource) != 64);
 	BUILD_BUG_ON(sizeof(struct dm_repl_ring_hdr) > PAGE_SIZE);
 

@@ -48,7 +48,8 @@ static void usage(FILE *f)
 	      "  discard-my-data <resource>             (secondary) give up this copy's changes\n"
 	      "                                         after a split brain\n"
 	      "  create-md <resource> [--force]         write metadata to the resource's meta-device\n"
-	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--force]\n"
+	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--max-peers N] [--force]\n"
+	      "  upgrade-md <resource> | --meta DEV [--max-peers N]   metadata format 1 to 2, in place\n"
 	      "  dump-md <resource> | --meta DEV        show a metadata device\n"
 	      "Options:\n"
 	      "  -j, --json          machine-readable output\n"
@@ -561,6 +562,7 @@ static int cmd_resync(const char *cmd, int argc, char **argv, bool json, const c
 struct md_args {
 	const char *meta, *data, *resource;
 	unsigned int region_kb;
+	unsigned int max_peers;
 	bool force;
 	struct config *cfg;
 };
@@ -587,6 +589,16 @@ static int md_args_parse(int argc, char **argv, struct md_args *a)
 		else if (i + 1 < argc && !strcmp(o, "--region-kb")) {
 			a->region_kb = (unsigned int)strtoul(argv[++i], NULL, 10);
 			region_given = true;
+		} else if (i + 1 < argc && !strcmp(o, "--max-peers")) {
+			char *end;
+			unsigned long v = strtoul(argv[++i], &end, 10);
+
+			if (*end || !v || v > DM_REPL_MD_MAX_PEERS) {
+				fprintf(stderr, "replctl: --max-peers %s: a number from 1 to %u\n",
+					argv[i], DM_REPL_MD_MAX_PEERS);
+				return -EINVAL;
+			}
+			a->max_peers = (unsigned int)v;
 		}
 		else if (o[0] != '-' && !a->cfg) {
 			r = config_path(o, path, sizeof(path));
@@ -644,16 +656,95 @@ static int cmd_create_md(int argc, char **argv)
 		goto out;
 	}
 	close(fd);
-	r = md_create(a.meta, a.resource, sectors, a.region_kb, a.force, err, sizeof(err));
+	if (!a.max_peers && a.cfg)
+		a.max_peers = a.cfg->nr_peers > DM_REPL_MD_DEFAULT_PEERS ? a.cfg->nr_peers :
+			      DM_REPL_MD_DEFAULT_PEERS;
+	r = md_create(a.meta, a.resource, sectors, a.region_kb, a.max_peers, a.force, err,
+		      sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "replctl: create-md: %s\n", err);
 		goto out;
 	}
-	printf("%s: metadata for resource %s (%" PRIu64 " sectors of %s, %u KiB regions)\n",
-	       a.meta, a.resource, sectors, a.data, a.region_kb);
+	printf("%s: metadata for resource %s (%" PRIu64 " sectors of %s, %u KiB regions, %u peer slots)\n",
+	       a.meta, a.resource, sectors, a.data, a.region_kb,
+	       a.max_peers ? a.max_peers : DM_REPL_MD_DEFAULT_PEERS);
 out:
 	config_free(a.cfg);
 	return r;
+}
+
+static int cmd_upgrade_md(int argc, char **argv)
+{
+	struct md_args a = { 0 };
+	char err[512];
+	int r;
+
+	r = md_args_parse(argc, argv, &a);
+	if (r < 0)
+		goto out;
+	if (!a.meta) {
+		fprintf(stderr, "replctl: upgrade-md needs a resource or --meta DEV\n");
+		r = -EINVAL;
+		goto out;
+	}
+	if (!a.max_peers && a.cfg)
+		a.max_peers = a.cfg->nr_peers > DM_REPL_MD_DEFAULT_PEERS ? a.cfg->nr_peers :
+			      DM_REPL_MD_DEFAULT_PEERS;
+	r = md_upgrade(a.meta, a.max_peers, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "replctl: upgrade-md: %s\n", err);
+		goto out;
+	}
+	printf("%s: metadata upgraded to format version %u, %u peer slots\n", a.meta,
+	       DM_REPL_MD_VERSION, a.max_peers ? a.max_peers : DM_REPL_MD_DEFAULT_PEERS);
+out:
+	config_free(a.cfg);
+	return r;
+}
+
+/* The peer slots: name, tracked, regions set; NULL json prints them. */
+static void dump_slots(const char *meta, const struct md_info *mi, struct json_object *arr)
+{
+	struct md_peers p;
+	uint8_t *b = NULL;
+	int fd, r;
+
+	r = md_peers_open(meta, &fd);
+	if (r < 0)
+		return;
+	if (md_peers_read(fd, mi, &p) < 0 || posix_memalign((void **)&b, 4096, mi->bitmap_bytes)) {
+		printf("  peer area: unreadable\n");
+		close(fd);
+		return;
+	}
+	if (!arr)
+		printf("  peer slots:%u%s\n", mi->max_peers,
+		       p.flags & DM_REPL_MD_PEERS_FRESH ? " (fresh)" : "");
+	for (unsigned int i = 0; i < mi->max_peers; i++) {
+		uint64_t n = 0;
+
+		if (!(p.slot[i].flags & DM_REPL_MD_SLOT_USED))
+			continue;
+		if (md_slot_read(fd, mi, i, b) == 0)
+			for (uint64_t k = 0; k < mi->nr_regions; k++)
+				n += (b[k / 8] >> (k % 8)) & 1;
+		if (arr) {
+			struct json_object *o = json_object_new_object();
+
+			json_object_object_add(o, "slot", json_object_new_int((int)i));
+			json_object_object_add(o, "peer", json_object_new_string(p.slot[i].name));
+			json_object_object_add(o, "tracked", json_object_new_boolean(
+				p.slot[i].flags & DM_REPL_MD_SLOT_TRACKED));
+			json_object_object_add(o, "set_regions", json_object_new_uint64(n));
+			json_object_array_add(arr, o);
+		} else {
+			printf("  slot %u: peer:%s %s set:%" PRIu64 "\n", i, p.slot[i].name,
+			       p.slot[i].flags & DM_REPL_MD_SLOT_TRACKED ? "tracked" :
+			       "untracked (full sync)", n);
+		}
+	}
+	free(b);
+	close(fd);
 }
 
 static int cmd_dump_md(int argc, char **argv, bool json)
@@ -673,9 +764,9 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 		return r < 0 ? r : -EINVAL;
 	}
 	r = md_read(a.meta, true, &mi, err, sizeof(err));
-	config_free(a.cfg);
 	if (r < 0) {
 		fprintf(stderr, "replctl: %s\n", err);
+		config_free(a.cfg);
 		return r;
 	}
 	if (json) {
@@ -720,6 +811,14 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 			in = set;
 		}
 		json_object_object_add(o, "set", runs);
+		json_object_object_add(o, "max_peers", json_object_new_uint64(mi.max_peers));
+		json_object_object_add(o, "peers_offset", json_object_new_uint64(mi.peers_offset));
+		{
+			struct json_object *slots = json_object_new_array();
+
+			dump_slots(a.meta, &mi, slots);
+			json_object_object_add(o, "peers", slots);
+		}
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
 	} else {
@@ -730,8 +829,10 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 		       mi.set_regions);
 		printf("  version:%u generation:%016" PRIx64 " bitmap-generation:%016" PRIx64
 		       " history:%016" PRIx64 "\n", mi.version, mi.gen[0], mi.gen[1], mi.gen[2]);
+		dump_slots(a.meta, &mi, NULL);
 	}
 	free(mi.bitmap);
+	config_free(a.cfg);
 	return 0;
 }
 
@@ -801,6 +902,8 @@ static int run(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "create-md"))
 		return cmd_create_md(argc - optind, argv + optind);
+	if (!strcmp(cmd, "upgrade-md"))
+		return cmd_upgrade_md(argc - optind, argv + optind);
 	if (!strcmp(cmd, "dump-md"))
 		return cmd_dump_md(argc - optind, argv + optind, json);
 	fprintf(stderr, "replctl: unknown command '%s'\n", cmd);

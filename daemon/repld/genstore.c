@@ -71,7 +71,7 @@ int genstore_load(const struct genstore *gs, struct gens *ret)
 					    gs->resource);
 			/* the metadata records what this node is now */
 			r = md_update(gs->meta_device, NULL, false, DM_REPL_MD_ROLE_SECONDARY,
-				      err, sizeof(err));
+				      NULL, err, sizeof(err));
 			if (r < 0)
 				log_warning("%s: cannot record the secondary role: %s",
 					    gs->resource, err);
@@ -110,7 +110,7 @@ int genstore_save(const struct genstore *gs, const struct gens *g)
 		r = md_update(gs->meta_device, v, false,
 			      gs->role == ROLE_PRIMARY ? DM_REPL_MD_ROLE_PRIMARY :
 							     DM_REPL_MD_ROLE_SECONDARY,
-			      err, sizeof(err));
+			      NULL, err, sizeof(err));
 		if (r < 0)
 			log_error("%s: %s", gs->resource, err);
 	} else {

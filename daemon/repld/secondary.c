@@ -743,9 +743,11 @@ static int sec_reopen(struct secondary *s, const char *path)
 static int sec_adopt(struct secondary *s, uint64_t gen)
 {
 	char err[256];
+	bool adopted = false;
 	int r;
 
 	if (gen && (gen != s->gens.current || s->gens.bitmap || s->gens.history)) {
+		adopted = true;
 		s->gens = (struct gens) { .current = gen, .since = gens_now_ms() };
 		r = genstore_save(&s->gs, &s->gens);
 		if (r < 0)
@@ -753,9 +755,10 @@ static int sec_adopt(struct secondary *s, uint64_t gen)
 		log_info("%s: this copy now belongs to data generation %016" PRIx64,
 			 s->resource, gen);
 	}
-	if (strcmp(s->env->cfg->meta_device, "-") && sec_own_bitmap(s, NULL)) {
-		r = md_update(s->env->cfg->meta_device, NULL, true, DM_REPL_MD_ROLE_SECONDARY, err,
-			      sizeof(err));
+	/* our bitmaps go; what other peers lack is no longer known here */
+	if (strcmp(s->env->cfg->meta_device, "-") && (adopted || sec_own_bitmap(s, NULL))) {
+		r = md_update(s->env->cfg->meta_device, NULL, true, DM_REPL_MD_ROLE_SECONDARY,
+			      s->primary_node, err, sizeof(err));
 		if (r < 0)
 			return log_error_errno(r, "%s: %s", s->resource, err);
 	}

@@ -232,6 +232,9 @@ struct dm_repl_regions {
  *   bytes [0, 4096)                          struct dm_repl_md_sb, the rest 0
  *   [bitmap_offset, +bitmap_bytes)           the bitmap, one bit per region,
  *                                            bit i of byte j is region 8j+i
+ *   [peers_offset, +4096)                    struct dm_repl_md_peers
+ *   [peers_offset + 4096 + s * bitmap_bytes, +bitmap_bytes)
+ *                                            the bitmap of peer slot s
  *
  * A set bit means the region may differ between this device and a peer: a
  * write to it may not have reached every peer (set durably before the
@@ -239,9 +242,16 @@ struct dm_repl_regions {
  * or it is known to be out of sync (ring overflow, unacknowledged sync
  * write, unclean shutdown).  csum is xxh64 (seed 0) of the 4096-byte block
  * with csum set to 0.  Written by "replctl create-md", then by the target.
+ *
+ * That bitmap stands for every peer.  The peer area (format version 2)
+ * belongs to the daemon, which the target never reads or writes: one
+ * bitmap per peer slot, the regions that one peer lacks (records released
+ * without it, its own changes as a former primary, a verify's findings).
+ * A peer needs the union of the target's bitmap and its slot's; no clear
+ * for one peer touches another's slot.
  */
 #define DM_REPL_MD_MAGIC	0x444d5052U	/* "RPMD" in little endian */
-#define DM_REPL_MD_VERSION	1U
+#define DM_REPL_MD_VERSION	2U	/* 1: no peer area (replctl upgrade-md) */
 #define DM_REPL_MD_SB_BYTES	4096U
 #define DM_REPL_MD_BITMAP_ALIGN	4096U
 /*
@@ -288,6 +298,43 @@ struct dm_repl_md_sb {
 	__le64 gen[4];
 	__le32 role;		/* DM_REPL_MD_ROLE_* */
 	__le32 __pad;
+	/* version 2: the peer area, after the bitmap, 4096-aligned */
+	__le64 peers_offset;
+	__le32 max_peers;	/* 1 .. DM_REPL_MD_MAX_PEERS */
+	__le32 __pad2;
+};
+
+/*
+ * The peer area's first block (daemon-owned; csum as for the superblock,
+ * over its own 4096 bytes).  A used slot belongs to the peer of that name.
+ * TRACKED: every region the peer may lack since it was last in sync is in
+ * its slot's bitmap (or in the target's); without it the slot's peer
+ * needs a full sync.  FRESH (table flag): no slot was handed out since the
+ * metadata was created, so the first ones are tracked from the start.
+ */
+#define DM_REPL_MD_PEERS_MAGIC		0x54505052U	/* "RPPT" */
+#define DM_REPL_MD_PEERS_VERSION	1U
+#define DM_REPL_MD_MAX_PEERS		32U
+#define DM_REPL_MD_PEERS_FRESH		(1U << 0)
+#define DM_REPL_MD_SLOT_USED		(1U << 0)
+#define DM_REPL_MD_SLOT_TRACKED		(1U << 1)
+#define DM_REPL_MD_DEFAULT_PEERS	4U
+
+struct dm_repl_md_slot {
+	char name[DM_REPL_MD_NAME_MAX];	/* the peer's node name, NUL padded */
+	__le32 flags;			/* DM_REPL_MD_SLOT_* */
+	__le32 __pad;
+	__le64 since_ms;		/* when it was handed out (ms since the epoch) */
+};
+
+struct dm_repl_md_peers {
+	__le32 magic;
+	__le32 version;
+	__le64 csum;
+	__le32 flags;			/* DM_REPL_MD_PEERS_* */
+	__le32 max_peers;		/* as in the superblock */
+	__le64 events;			/* bumped on every write of this block */
+	struct dm_repl_md_slot slot[DM_REPL_MD_MAX_PEERS];
 };
 
 #define DM_REPL_IOC_MAGIC	0xDE
