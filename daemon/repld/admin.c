@@ -14,6 +14,7 @@
 #include "ctl.h"
 #include "dmdev.h"
 #include "log.h"
+#include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
 
@@ -203,21 +204,16 @@ int admin_reload(struct primary *pri, const struct config *n)
 			kept |= nr[j] == rp;
 		if (!kept) {
 			log_info("%s: peer %s removed by reload", pri->resource, rp->conn.cfg.name);
-			/*
-			 * What it has not acknowledged may sit unread in a
-			 * socket that refers to ring pages (spliced payloads),
-			 * which are reused once released: mark those regions,
-			 * so that re-adding the peer resyncs them.
-			 */
-			if (rp->conn.state == PEER_UP && rp->holds_ring && rp->durable < rp->cursor &&
-			    ring_can_resync(pri->ring))
-				stream_mark_records(pri, rp->durable, rp->cursor);
+			/* its slot goes: re-added, it is a peer whose
+			 * bitmap is not tracked (a full sync unless it
+			 * resumes from the ring) */
 			stream_replica_free(rp);
 		}
 	}
 	free(pri->replicas);
 	pri->replicas = nr;
 	pri->nr_replicas = k;
+	stream_assign_slots(pri);
 	/* the manager makes n the configuration once this returns */
 	stream_update_kernel_mode(pri);
 	stream_update_ring(pri);
@@ -253,6 +249,12 @@ void admin_status(struct primary *pri, struct json_object *o)
 	json_object_object_add(k, "metadata", json_object_new_string(
 		strcmp(c->meta_device, "-") ? c->meta_device :
 		"none: an unclean shutdown means a full resync"));
+	json_object_object_add(k, "peer_bitmaps", json_object_new_string(
+		peerbits_persistent(pri->pb) ? "metadata device" :
+		"memory: a peer not in sync since repld started gets a full sync"));
+	if (pri->pb_error)
+		json_object_object_add(k, "peer_bitmaps_error", json_object_new_string(
+			strerror(-pri->pb_error)));
 	json_object_object_add(o, "device", json_object_new_string(pri->dm_name));
 	json_object_object_add(o, "target", k);
 
@@ -262,6 +264,8 @@ void admin_status(struct primary *pri, struct json_object *o)
 		struct json_object *po = json_object_new_object();
 		uint64_t from = p->state == PEER_UP ? rp->received : rp->durable;
 		uint64_t lag_bytes = stream_ring_bytes(pri, from, ri.prod_seq);
+		uint64_t oos = stream_peer_oos(rp);
+		bool behind = rp->inconsistent || oos;
 
 		json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
 		json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
@@ -269,11 +273,17 @@ void admin_status(struct primary *pri, struct json_object *o)
 		json_object_object_add(po, "connection", json_object_new_string(
 			rp->admin_down ? "StandAlone" : peer_state_name(p->state)));
 		json_object_object_add(po, "replication", json_object_new_string(
-			rp->inconsistent ? "Inconsistent" :
+			behind ? "Inconsistent" :
 			p->state != PEER_UP ? "Off" :
 			rp->received >= ri.prod_seq ? "Established" : "Catching-up"));
+		/* never UpToDate while a region is known to differ */
 		json_object_object_add(po, "disk", json_object_new_string(
-			rp->inconsistent ? "Inconsistent" : "UpToDate"));
+			behind ? "Inconsistent" : "UpToDate"));
+		json_object_object_add(po, "out_of_sync_regions", json_object_new_uint64(oos));
+		json_object_object_add(po, "bitmap_tracked", json_object_new_boolean(!rp->full_why));
+		if (rp->full_why)
+			json_object_object_add(po, "full_sync_reason",
+					       json_object_new_string(rp->full_why));
 		if (rp->rs)
 			resync_status(rp->rs, po);
 		json_object_object_add(po, "resyncs_done", json_object_new_uint64(rp->resyncs_done));

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
 
@@ -54,7 +55,6 @@ static bool handshake_we_win(struct replica *rp, const Dmrepl__V1__Hello *h, enu
 	struct primary *pri = rp->pri;
 	const struct config *c = pri->env->cfg;
 	const struct config_peer *p = &rp->conn.cfg;
-	struct ring_info ri;
 
 	if (h->discard_my_data) {
 		log_warning("%s: peer %s: %s, and the peer discards its changes (discard-my-data)",
@@ -73,17 +73,18 @@ static bool handshake_we_win(struct replica *rp, const Dmrepl__V1__Hello *h, enu
 		return false;
 	}
 	if (v == GV_SPLIT_BRAIN && c->after_split_brain == ASB_DISCARD_LEAST) {
-		ring_get_info(pri->ring, &ri);
-		if (h->dirty_regions < ri.dirty_regions ||
-		    (h->dirty_regions == ri.dirty_regions && h->gen_since > pri->gens.since)) {
+		uint64_t mine = stream_peer_oos(rp);
+
+		if (h->dirty_regions < mine ||
+		    (h->dirty_regions == mine && h->gen_since > pri->gens.since)) {
 			log_warning("%s: peer %s: split brain; after-split-brain = discard-least-changes: the peer changed %" PRIu64
 				    " regions, this node %" PRIu64 ": the peer's changes are discarded",
-				    pri->resource, p->name, h->dirty_regions, ri.dirty_regions);
+				    pri->resource, p->name, h->dirty_regions, mine);
 			return true;
 		}
 		snprintf(why, len, "split brain: %s changed %" PRIu64 " regions, this node %" PRIu64
 			 "; after-split-brain = discard-least-changes keeps %s's data: make %s primary",
-			 p->name, h->dirty_regions, ri.dirty_regions, p->name, p->name);
+			 p->name, h->dirty_regions, mine, p->name, p->name);
 		return false;
 	}
 	if (v == GV_SPLIT_BRAIN)
@@ -157,12 +158,10 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 			rp->inconsistent = true;
 		else
 			rp->join_pending = true;
-	} else if (v != GV_FULL && h->consistent && h->stream_id != ri.ring_id &&
-		   !strcmp(c->meta_device, "-")) {
-		/* another ring, and no metadata device: nothing recorded what
-		 * the peer may lack (an unclean restart loses the bitmap) */
-		log_warning("%s: peer %s: its copy is of an earlier ring and there is no metadata device (no persistent bitmap): full sync",
-			    pri->resource, p->cfg.name);
+	} else if (v != GV_FULL && h->consistent && rp->full_why) {
+		/* nothing recorded what the peer may lack */
+		log_warning("%s: peer %s: its copy cannot be resumed from this ring and its out-of-sync bitmap is not tracked (%s): full sync",
+			    pri->resource, p->cfg.name, rp->full_why);
 		rp->inconsistent = true;
 		rp->need_full = true;
 		resume = tail;
@@ -264,10 +263,7 @@ void handshake_bitmap(struct replica *rp, const Dmrepl__V1__PeerBitmap *b)
 			e = ri.dev_sectors;
 		first = s >> (ri.region_shift - 9);
 		last = (e - 1) >> (ri.region_shift - 9);
-		if (ring_mark_dirty(pri->ring, first, last - first + 1) < 0) {
-			peer_close(p, "cannot mark the peer's regions");
-			return;
-		}
+		peerbits_mark(pri->pb, rp->slot, first, last - first + 1);
 		rp->peer_bitmap_regions++;
 	}
 	if (!b->last)

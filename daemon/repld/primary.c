@@ -19,6 +19,7 @@
 #include "dmdev.h"
 #include "log.h"
 #include "loop.h"
+#include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
 
@@ -326,6 +327,7 @@ static void primary_free(struct role *r)
 		stream_replica_free(pri->replicas[i]);
 	free(pri->replicas);
 	resync_io_free(pri->rs_io);
+	peerbits_free(pri->pb);
 	if (pri->ring) {
 		loop_del(pri->env->loop, &pri->ev_ring);
 		ring_free(pri->ring);
@@ -366,6 +368,24 @@ static int primary_start_ring(struct primary *pri)
 	return 0;
 }
 
+/* Each peer's out-of-sync bitmap: in the metadata device's peer area. */
+static int primary_open_bits(struct primary *pri)
+{
+	const struct config *c = pri->env->cfg;
+	struct ring_info ri;
+	uint64_t region_sectors;
+	char err[512];
+	int r;
+
+	ring_get_info(pri->ring, &ri);
+	region_sectors = 1ULL << (ri.region_shift - 9);
+	r = peerbits_open(c->meta_device, (ri.dev_sectors + region_sectors - 1) / region_sectors,
+			  &pri->pb, err, sizeof(err));
+	if (r < 0)
+		return log_error_errno(r, "%s: %s", pri->resource, err);
+	return stream_assign_slots(pri);
+}
+
 static int primary_start(struct role_env *env, const struct role_args *args, struct role **ret)
 {
 	const struct config *c = env->cfg;
@@ -382,7 +402,6 @@ static int primary_start(struct role_env *env, const struct role_args *args, str
 	pri->role = (struct role) { .ops = &primary_role_ops, .env = env };
 	pri->env = env;
 	pri->peer_ops = &primary_peer_ops;
-	pri->last_marked_region = UINT64_MAX;
 	pri->ev_ring.fd = -1;
 	snprintf(pri->resource, sizeof(pri->resource), "%s", c->resource);
 	snprintf(pri->dm_name, sizeof(pri->dm_name), "%s", c->dm_name);
@@ -419,6 +438,9 @@ static int primary_start(struct role_env *env, const struct role_args *args, str
 			return log_error_errno(-ENOMEM, "peer");
 		pri->nr_replicas++;
 	}
+	r = primary_open_bits(pri);
+	if (r < 0)
+		return r;
 	pri->ev_ring = (struct ev) { .fd = ring_fd(pri->ring), .fn = primary_ring_event };
 	r = loop_add(env->loop, &pri->ev_ring, EPOLLIN | EPOLLPRI);
 	if (r < 0)

@@ -48,6 +48,8 @@ struct replica {
 	bool holds_ring;		/* release waits for this peer */
 	bool inconsistent;		/* its copy has a hole: needs resync */
 	bool ever_connected;
+	int slot;			/* its out-of-sync bitmap (peerbits), or -1 */
+	const char *full_why;		/* untracked: why a resync must be full */
 
 	/* resync */
 	struct resync *rs;		/* the pass running, or NULL */
@@ -56,6 +58,7 @@ struct replica {
 	bool join_pending;		/* sent the JOIN flush, no answer yet */
 	uint64_t resyncs_done, last_resync_bytes;
 	uint64_t verifies_done, last_verify_mismatches;
+	uint64_t rs_gen;		/* peerbits_gen() when its pass took its regions */
 	struct gens peer_gens;		/* from its Hello */
 	bool peer_bitmap_done;		/* its PeerBitmap arrived in full */
 	uint64_t peer_bitmap_regions;	/* regions it marked */
@@ -90,7 +93,10 @@ struct primary {
 
 	uint64_t marked_upto;		/* records below: regions marked for
 					 * peers that stopped holding the ring */
-	uint64_t last_marked_region;
+	struct peerbits *pb;		/* each peer's out-of-sync regions */
+	int pb_error;			/* the last peerbits_sync() failed: nothing
+					 * is released until it works */
+	uint64_t pb_error_ms;		/* ... logged then */
 	struct resync_io *rs_io;	/* resync reads, opened on first use */
 };
 
@@ -104,8 +110,16 @@ struct replica *stream_find(struct primary *pri, const char *name);
 void stream_update_kernel_mode(struct primary *pri);
 /* Publish release and ack to the kernel when they moved. */
 void stream_update_ring(struct primary *pri);
-/* Mark the regions of records [from, to) dirty in the target's bitmap. */
-void stream_mark_records(struct primary *pri, uint64_t from, uint64_t to);
+/* Mark the regions of records [from, to) in the peer's out-of-sync bitmap. */
+void stream_mark_records(struct replica *rp, uint64_t from, uint64_t to);
+/* Make the peers' bitmaps durable; false (logged, in status): they are not. */
+bool stream_sync_bits(struct primary *pri);
+/* The peers' slots after a start or a reload of the configuration. */
+int stream_assign_slots(struct primary *pri);
+/* The peer is in sync: its bitmap now knows everything it lacks. */
+void stream_peer_in_sync(struct replica *rp);
+/* Regions the peer lacks: its bitmap's, and the target's not yet moved there. */
+uint64_t stream_peer_oos(struct replica *rp);
 /* Queue and send what the ring has for every connected peer; drive resyncs. */
 void stream_pump(struct primary *pri);
 /* The peer needs no resync: it joins our current generation. */

@@ -17,14 +17,14 @@
  *      neither the local read nor the peer's hash is a consistent view);
  *   4. otherwise queues the blocks that differ (all of them without
  *      hashes) as RESYNC blocks, which the peer writes in stream order, or,
- *      for a verify, marks the regions whose hashes differ dirty.
+ *      for a verify, tells the owner which regions differ.
  *
  * Application records go first: new units start only while the peer's
- * send queue is at most a quarter full, and at most resync-rate-mb.  Every 64 MiB, and at the end
- * (done), a ResyncFlush makes the peer's copy durable; the regions below
- * the oldest unfinished unit are then cleared in the target, unless
- * another peer still needs a resync (the owner says so) or something was
- * marked since the bitmap copy (then the next pass does them again).
+ * send queue is at most a quarter full, and at most resync-rate-mb.  Every
+ * 64 MiB, and at the end (done), a ResyncFlush makes the peer's copy
+ * durable; the owner then clears the regions below the oldest unfinished
+ * unit, unless something was marked since the pass took them (then the
+ * next pass does them again).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -99,7 +99,8 @@ struct resync {
 	enum rs_kind kind;
 	bool hashes;
 	uint8_t *bitmap;		/* the regions of this pass, LE bit order */
-	uint64_t gen;			/* dirty_gen of the copy */
+	const struct resync_owner_ops *ops;
+	void *ctx;
 	uint64_t nr_regions, region_sectors, dev_sectors;
 	uint64_t total_bytes, done_bytes, sent_bytes, differ_bytes;
 	uint64_t next_sector;		/* iterator */
@@ -213,47 +214,45 @@ static const char *kind_name(enum rs_kind k)
 }
 
 int resync_new(struct resync_io *io, struct ring *ring, struct peer *p, const char *resource,
-	       enum rs_kind kind, bool checksums, struct resync **ret)
+	       enum rs_kind kind, bool checksums, uint8_t *regions,
+	       const struct resync_owner_ops *ops, void *ctx, struct resync **ret)
 {
-	struct dm_repl_dirty d;
 	struct ring_info ri;
 	struct resync *rs;
 	size_t bytes;
 	uint64_t r;
-	int err;
 
-	err = ring_get_dirty(ring, NULL, 0, &d);
-	if (err < 0)
-		return err;
+	ring_get_info(ring, &ri);
 	rs = calloc(1, sizeof(*rs));
-	bytes = (size_t)((d.nr_regions + 7) / 8);
-	if (!rs || !(rs->bitmap = calloc(bytes ? bytes : 1, 1))) {
+	if (!rs) {
+		free(regions);
+		return -ENOMEM;
+	}
+	rs->region_sectors = 1ULL << (ri.region_shift - 9);
+	rs->dev_sectors = ri.dev_sectors;
+	rs->nr_regions = (ri.dev_sectors + rs->region_sectors - 1) / rs->region_sectors;
+	bytes = (size_t)((rs->nr_regions + 7) / 8);
+	rs->bitmap = regions;
+	if (kind != RS_BITMAP) {
+		free(regions);
+		rs->bitmap = malloc(bytes ? bytes : 1);
+		if (rs->bitmap)
+			memset(rs->bitmap, 0xff, bytes);
+	}
+	if (!rs->bitmap) {
 		free(rs);
 		return -ENOMEM;
 	}
 	rs->io = io;
 	rs->ring = ring;
 	rs->p = p;
+	rs->ops = ops;
+	rs->ctx = ctx;
 	snprintf(rs->resource, sizeof(rs->resource), "%s", resource);
 	rs->kind = kind;
 	rs->hashes = kind == RS_VERIFY || checksums;
-	rs->nr_regions = d.nr_regions;
-	rs->region_sectors = d.region_bytes >> 9;
-	ring_get_info(ring, &ri);
-	rs->dev_sectors = ri.dev_sectors;
 	for (unsigned int i = 0; i < RS_INFLIGHT; i++)
 		rs->u[i].rs = rs;
-	if (kind == RS_BITMAP) {
-		err = ring_get_dirty(ring, rs->bitmap, bytes, &d);
-		if (err < 0) {
-			free(rs->bitmap);
-			free(rs);
-			return err;
-		}
-	} else {
-		memset(rs->bitmap, 0xff, bytes);
-	}
-	rs->gen = d.dirty_gen;
 	for (r = 0; r < rs->nr_regions; r++) {
 		if (region_set(rs, r)) {
 			uint64_t s = r * rs->region_sectors;
@@ -382,13 +381,13 @@ static uint64_t clear_watermark(const struct resync *rs)
 	return w;
 }
 
-/* Clear the regions below upto in the target, unless another peer needs them. */
-static void clear_regions(struct resync *rs, uint64_t upto, bool may_clear)
+/* The regions below upto are durable on the peer: the owner clears them. */
+static void clear_regions(struct resync *rs, uint64_t upto)
 {
 	uint64_t r = rs->cleared_upto, start;
 	int err;
 
-	if (rs->kind == RS_VERIFY || !may_clear) {
+	if (rs->kind == RS_VERIFY) {
 		rs->cleared_upto = upto;
 		return;
 	}
@@ -400,7 +399,7 @@ static void clear_regions(struct resync *rs, uint64_t upto, bool may_clear)
 			r++;
 		if (r == start)
 			break;
-		err = ring_clear_dirty(rs->ring, start, r - start, rs->gen);
+		err = rs->ops->clean(rs->ctx, start, r - start);
 		if (err == -EAGAIN) {
 			/* marked meanwhile: those stay; another pass follows */
 			rs->again = true;
@@ -434,12 +433,12 @@ static int queue_flush(struct resync *rs, bool done, uint64_t gen)
 	return 0;
 }
 
-int resync_flushed(struct resync *rs, uint64_t id, bool may_clear)
+int resync_flushed(struct resync *rs, uint64_t id)
 {
 	if (!rs->flush_id || id != rs->flush_id)
 		return -EPROTO;
 	rs->flush_id = 0;
-	clear_regions(rs, rs->flush_clear_upto, may_clear);
+	clear_regions(rs, rs->flush_clear_upto);
 	if (!rs->flush_done)
 		return 0;
 	log_info("%s: peer %s: %s done: %" PRIu64 " MiB in %.1f s, %" PRIu64 " KiB sent as resync blocks",
@@ -558,9 +557,7 @@ static int unit_finish(struct resync *rs, struct rs_unit *u)
 
 			rs->mismatched_regions++;
 			rs->differ_bytes += (uint64_t)u->nr_sectors << 9;
-			if (ring_mark_dirty(rs->ring, r, 1) < 0)
-				log_warning("%s: cannot mark region %" PRIu64 " dirty",
-					    rs->resource, r);
+			rs->ops->differs(rs->ctx, r);
 			log_notice("%s: peer %s: verify: sectors %" PRIu64 "+%" PRIu32 " differ",
 				   rs->resource, rs->p->cfg.name, u->sector, u->nr_sectors);
 		}

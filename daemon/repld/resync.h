@@ -26,7 +26,7 @@ struct peer;
 struct ring;
 
 enum rs_kind {
-	RS_BITMAP,		/* the regions of the target's dirty bitmap */
+	RS_BITMAP,		/* the regions the peer lacks (its owner's bitmap) */
 	RS_FULL,		/* every region */
 	RS_VERIFY,		/* compare hashes of every region, send nothing */
 };
@@ -52,14 +52,29 @@ void resync_io_free(struct resync_io *io);
 
 struct resync;
 
+/* What the owner of a pass does with its results. */
+struct resync_owner_ops {
+	/*
+	 * Regions [first, first + count) of the pass are durable on the peer:
+	 * the owner clears them.  0, or -EAGAIN when some were marked since
+	 * the pass took its regions (they stay; another pass follows).
+	 */
+	int (*clean)(void *ctx, uint64_t first, uint64_t count);
+	/* A verify found region r different on the peer. */
+	void (*differs)(void *ctx, uint64_t r);
+};
+
 /*
- * A pass of kind over ring's device to the peer on conn (up): the regions
- * are taken now; a resync or full sync queues its ResyncBegin.  checksums:
+ * A pass of kind over ring's device to the peer on conn (up).  regions:
+ * for RS_BITMAP, the regions to do (LE bit order, one bit per region of
+ * the ring's device), which the pass takes and frees; NULL for the
+ * others.  A resync or full sync queues its ResyncBegin.  checksums:
  * hashes first, payload only where they differ (always for a verify).
  * resource: for messages.
  */
 int resync_new(struct resync_io *io, struct ring *ring, struct peer *conn, const char *resource,
-	       enum rs_kind kind, bool checksums, struct resync **ret);
+	       enum rs_kind kind, bool checksums, uint8_t *regions,
+	       const struct resync_owner_ops *ops, void *ctx, struct resync **ret);
 /* Wait for its reads in flight, then forget it; why: it was interrupted. */
 void resync_free(struct resync *rs, const char *why);
 
@@ -71,11 +86,11 @@ void resync_free(struct resync *rs, const char *why);
  */
 int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, uint64_t gen);
 /*
- * The peer made everything up to flush id durable; may_clear: no other
- * peer needs the regions done, they may be cleared in the target.  0,
- * RESYNC_DONE, or -EPROTO (not an id of this pass).
+ * The peer made everything up to flush id durable: the regions done are
+ * handed to the owner's clean().  0, RESYNC_DONE, or -EPROTO (not an id
+ * of this pass).
  */
-int resync_flushed(struct resync *rs, uint64_t id, bool may_clear);
+int resync_flushed(struct resync *rs, uint64_t id);
 /* The peer's hashes: 0, or -EPROTO and *why. */
 int resync_hash_reply(struct resync *rs, const Dmrepl__V1__HashReply *h, const char **why);
 /* A record overlapping [sector, +nr) is being queued to the peer. */

@@ -32,6 +32,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
 
@@ -87,14 +88,16 @@ unsigned int stream_ring_fill_pct(struct primary *pri)
 	return (unsigned int)(bytes * 100 / ri.data_size > s ? bytes * 100 / ri.data_size : s);
 }
 
-void stream_mark_records(struct primary *pri, uint64_t from, uint64_t to)
+void stream_mark_records(struct replica *rp, uint64_t from, uint64_t to)
 {
+	struct primary *pri = rp->pri;
 	struct ring_info ri;
+	unsigned int shift;
 
 	ring_get_info(pri->ring, &ri);
+	shift = ri.region_shift - 9;
 	for (uint64_t s = from; s < to; s++) {
 		const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
-		unsigned int shift = ri.region_shift - 9;
 		uint64_t first, last;
 
 		if (!rec || !rec->nr_sectors || rec->sector >= ri.dev_sectors ||
@@ -102,31 +105,154 @@ void stream_mark_records(struct primary *pri, uint64_t from, uint64_t to)
 			continue;
 		first = rec->sector >> shift;
 		last = (rec->sector + rec->nr_sectors - 1) >> shift;
-		if (first == pri->last_marked_region && last == first)
-			continue;	/* a run of writes to one region: once */
-		pri->last_marked_region = last;
-		if (ring_mark_dirty(pri->ring, first, last - first + 1) < 0)
-			log_warning("%s: cannot mark regions %" PRIu64 "..%" PRIu64 " dirty",
-				    pri->resource, first, last);
+		peerbits_mark(pri->pb, rp->slot, first, last - first + 1);
 	}
+}
+
+bool stream_sync_bits(struct primary *pri)
+{
+	int r = peerbits_sync(pri->pb);
+	uint64_t now = loop_now_ms();
+
+	if (r < 0 && (!pri->pb_error || now - pri->pb_error_ms >= 10000)) {
+		log_error_errno(r, "%s: cannot write the peers' out-of-sync bitmaps to the metadata device: records stay in the ring until it works",
+				pri->resource);
+		pri->pb_error_ms = now;
+	} else if (r == 0 && pri->pb_error) {
+		log_notice("%s: the peers' out-of-sync bitmaps are written again", pri->resource);
+	}
+	pri->pb_error = r;
+	return r == 0;
 }
 
 /*
  * Records about to be released that a peer which stopped holding the ring
- * never got: their regions go into the target's bitmap first, so that
- * peer's bitmap resync covers them.
+ * never got: their regions go into that peer's bitmap, durably, first.
+ * False: they could not be made durable; nothing may be released.
  */
-static void stream_mark_released(struct primary *pri, uint64_t release)
+static bool stream_mark_released(struct primary *pri, uint64_t release)
 {
 	uint64_t s = pri->released > pri->marked_upto ? pri->released : pri->marked_upto;
 	unsigned int i;
-	bool needed = false;
 
-	for (i = 0; i < pri->nr_replicas; i++)
-		needed |= !pri->replicas[i]->holds_ring && !pri->replicas[i]->removed;
-	if (needed && ring_can_resync(pri->ring))
-		stream_mark_records(pri, s, release);
+	for (i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+
+		if (!rp->holds_ring && !rp->removed)
+			stream_mark_records(rp, s, release);
+	}
+	if (!stream_sync_bits(pri))
+		return false;
 	pri->marked_upto = release;
+	return true;
+}
+
+uint64_t stream_peer_oos(struct replica *rp)
+{
+	struct ring_info ri;
+
+	ring_get_info(rp->pri->ring, &ri);
+	return peerbits_count(rp->pri->pb, rp->slot) + ri.dirty_regions;
+}
+
+void stream_peer_in_sync(struct replica *rp)
+{
+	struct primary *pri = rp->pri;
+
+	rp->full_why = NULL;
+	if (rp->slot < 0 || peerbits_tracked(pri->pb, rp->slot))
+		return;
+	if (peerbits_set_tracked(pri->pb, rp->slot) < 0)
+		log_warning("%s: peer %s: cannot record that its bitmap is tracked", pri->resource,
+			    rp->conn.cfg.name);
+}
+
+int stream_assign_slots(struct primary *pri)
+{
+	const char *names[CFG_MAX_PEERS];
+	unsigned int i, n = 0;
+	int r;
+
+	for (i = 0; i < pri->nr_replicas && n < CFG_MAX_PEERS; i++)
+		if (!pri->replicas[i]->removed)
+			names[n++] = pri->replicas[i]->conn.cfg.name;
+	r = peerbits_assign(pri->pb, names, n);
+	if (r < 0)
+		return log_error_errno(r, "%s: cannot hand out the peers' bitmap slots",
+				       pri->resource);
+	if (r > 0)
+		log_warning("%s: the metadata device has too few peer slots for %u peers ('replctl create-md --max-peers'): %d of them always get a full sync",
+			    pri->resource, n, r);
+	for (i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+
+		rp->slot = peerbits_slot(pri->pb, rp->conn.cfg.name);
+		if (rp->slot >= 0 && peerbits_tracked(pri->pb, rp->slot))
+			rp->full_why = NULL;
+		else if (rp->slot < 0)
+			rp->full_why = "no peer slot left in the metadata";
+		else if (!peerbits_persistent(pri->pb))
+			rp->full_why = "not in sync since repld started, and there is no metadata device to remember what it lacks";
+		else
+			rp->full_why = "not in sync since its bitmap slot was handed out (a new peer, or this node's data came from another primary)";
+		if (rp->slot >= 0 && peerbits_count(pri->pb, rp->slot))
+			rp->inconsistent = true;
+	}
+	return 0;
+}
+
+/*
+ * The target's bitmap stands for every peer (overflow, unclean shutdown,
+ * failed local writes): move it into every peer's bitmap, durably, then
+ * clear it in the target, so that one peer's resync clears only its own.
+ */
+static void stream_take_target_bits(struct primary *pri)
+{
+	struct dm_repl_dirty d;
+	struct ring_info ri;
+	uint8_t *b = NULL;
+	uint64_t r, start;
+	size_t bytes;
+
+	ring_get_info(pri->ring, &ri);
+	if (!ri.dirty_regions || (ri.state & DM_REPL_STATE_OVERFLOW) || !ring_can_resync(pri->ring))
+		return;
+	if (ring_get_dirty(pri->ring, NULL, 0, &d) < 0)
+		return;
+	bytes = (size_t)((d.nr_regions + 7) / 8);
+	b = malloc(bytes ? bytes : 1);
+	if (!b || ring_get_dirty(pri->ring, b, bytes, &d) < 0) {
+		free(b);
+		return;
+	}
+	for (r = 0; r < d.nr_regions; r++)
+		if (b[r >> 3] & (1U << (r & 7)))
+			peerbits_mark(pri->pb, -1, r, 1);
+	for (unsigned int i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+
+		if (!rp->inconsistent)
+			log_info("%s: peer %s: regions out of sync in the target: it needs a resync",
+				 pri->resource, rp->conn.cfg.name);
+		rp->inconsistent = true;
+		if (rp->rs)
+			rp->rs_again = true;
+	}
+	if (!stream_sync_bits(pri)) {
+		free(b);
+		return;
+	}
+	for (r = 0; r < d.nr_regions;) {
+		while (r < d.nr_regions && !(b[r >> 3] & (1U << (r & 7))))
+			r++;
+		start = r;
+		while (r < d.nr_regions && (b[r >> 3] & (1U << (r & 7))))
+			r++;
+		/* EAGAIN: marked meanwhile; those stay for the next time */
+		if (r > start && ring_clear_dirty(pri->ring, start, r - start, d.dirty_gen) < 0)
+			break;
+	}
+	free(b);
 }
 
 void stream_update_ring(struct primary *pri)
@@ -157,8 +283,10 @@ void stream_update_ring(struct primary *pri)
 		ack = pri->acked;
 	if (release == pri->released && ack == pri->acked)
 		return;
-	if (release > pri->released)
-		stream_mark_released(pri, release);
+	if (release > pri->released && !stream_mark_released(pri, release))
+		release = pri->released;	/* not durable: hold them */
+	if (release == pri->released && ack == pri->acked)
+		return;
 	r = ring_update(pri->ring, release, ack);
 	if (r < 0) {
 		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
@@ -185,6 +313,7 @@ struct replica *stream_replica_new(struct primary *pri, const struct config_peer
 	}
 	rp->pri = pri;
 	rp->mode = cp->mode;
+	rp->slot = -1;
 	rp->holds_ring = true;
 	rp->cursor = pri->released;
 	rp->received = rp->written = rp->durable = pri->released;
@@ -338,10 +467,37 @@ static void stream_resync_completed(void *ctx)
 	stream_pump(ctx);
 }
 
+static int stream_resync_clean(void *ctx, uint64_t first, uint64_t count)
+{
+	struct replica *rp = ctx;
+	struct primary *pri = rp->pri;
+
+	if (peerbits_gen(pri->pb, rp->slot) != rp->rs_gen)
+		return -EAGAIN;		/* marked since: the next pass */
+	peerbits_clear(pri->pb, rp->slot, first, count);
+	/* a clear not yet on disk only means more work after a crash */
+	stream_sync_bits(pri);
+	return 0;
+}
+
+static void stream_resync_differs(void *ctx, uint64_t r)
+{
+	struct replica *rp = ctx;
+
+	peerbits_mark(rp->pri->pb, rp->slot, r, 1);
+	stream_sync_bits(rp->pri);
+}
+
+static const struct resync_owner_ops stream_resync_ops = {
+	.clean = stream_resync_clean,
+	.differs = stream_resync_differs,
+};
+
 int stream_resync_start(struct replica *rp, enum rs_kind kind)
 {
 	struct primary *pri = rp->pri;
 	const struct config *c = pri->env->cfg;
+	uint8_t *regions = NULL;
 	int r;
 
 	if (rp->rs)
@@ -353,28 +509,25 @@ int stream_resync_start(struct replica *rp, enum rs_kind kind)
 			return log_error_errno(r, "%s: %s for resync reads", pri->resource,
 					       c->device);
 	}
+	if (kind == RS_BITMAP && rp->full_why) {
+		log_warning("%s: peer %s: full sync instead of a bitmap resync: %s", pri->resource,
+			    rp->conn.cfg.name, rp->full_why);
+		kind = RS_FULL;
+	}
+	if (kind == RS_BITMAP) {
+		r = peerbits_copy(pri->pb, rp->slot, &regions);
+		if (r < 0)
+			return r;
+	}
+	rp->rs_gen = peerbits_gen(pri->pb, rp->slot);
 	r = resync_new(pri->rs_io, pri->ring, &rp->conn, pri->resource, kind,
-		       c->resync_checksums, &rp->rs);
+		       c->resync_checksums, regions, &stream_resync_ops, rp, &rp->rs);
 	if (r == 0 || r == -ENOBUFS)
 		rp->rs_again = false;
 	if (r < 0 && r != -ENOBUFS)
-		return log_error_errno(r, "%s: the target's dirty bitmap", pri->resource);
+		return log_error_errno(r, "%s: peer %s: cannot start a resync", pri->resource,
+				       rp->conn.cfg.name);
 	return r;
-}
-
-/* Another peer still needs a resync: keep the regions dirty. */
-static bool stream_others_need_resync(const struct replica *rp)
-{
-	struct primary *pri = rp->pri;
-	unsigned int i;
-
-	for (i = 0; i < pri->nr_replicas; i++) {
-		const struct replica *q = pri->replicas[i];
-
-		if (q != rp && !q->removed && q->inconsistent)
-			return true;
-	}
-	return false;
 }
 
 void stream_resync_flushed(struct replica *rp, uint64_t id)
@@ -383,22 +536,30 @@ void stream_resync_flushed(struct replica *rp, uint64_t id)
 	int r;
 
 	if (id == RESYNC_JOIN_FLUSH_ID) {	/* maybe answered twice */
+		if (rp->join_pending && !rp->inconsistent)
+			stream_peer_in_sync(rp);
 		rp->join_pending = false;
 		log_info("%s: peer %s: UpToDate in generation %016" PRIx64, pri->resource,
 			 rp->conn.cfg.name, pri->gens.current);
 		return;
 	}
-	r = rp->rs ? resync_flushed(rp->rs, id, !stream_others_need_resync(rp)) : -EPROTO;
+	r = rp->rs ? resync_flushed(rp->rs, id) : -EPROTO;
 	if (r < 0) {
 		peer_close(&rp->conn, "unexpected ResyncFlushed");
 		return;
 	}
 	if (r == RESYNC_DONE) {
-		rp->inconsistent = false;
 		rp->need_full = false;
 		rp->resyncs_done++;
 		rp->last_resync_bytes = resync_sent_bytes(rp->rs);
 		stream_resync_stop(rp, NULL);
+		/* regions marked during the pass stay: then another pass */
+		if (!rp->rs_again && !peerbits_count(pri->pb, rp->slot)) {
+			rp->inconsistent = false;
+			stream_peer_in_sync(rp);
+		} else {
+			rp->rs_again = true;
+		}
 	}
 }
 
@@ -468,6 +629,7 @@ void stream_pump(struct primary *pri)
 	ring_mark_read(pri->ring, prod);
 	if (pri->rotate_pending && prod > pri->rotate_mark)
 		stream_rotate(pri);
+	stream_take_target_bits(pri);
 	stream_resync_pump(pri);
 }
 

@@ -85,7 +85,7 @@ grep -q "consistent 1" state-beta/r0.state || fail "beta not consistent after th
 printf 'lost' | dd of=alpha.img bs=1 seek=$((7 * 1048576)) conv=notrunc status=none
 "$SIM" -c alpha.conf --dev alpha.img --seed 26 --count 20 --max-kb 64 --rate-ms 100 \
 	> sim.out 2>&1 || { cat sim.out; fail "sim primary failed"; }
-grep -q "peer beta: its copy is of an earlier ring and there is no metadata device (no persistent bitmap): full sync" sim.out ||
+grep -q "peer beta: its copy cannot be resumed from this ring and its out-of-sync bitmap is not tracked (not in sync since repld started, and there is no metadata device to remember what it lacks): full sync" sim.out ||
 	{ cat sim.out; fail "no full sync without a metadata device"; }
 grep -q "peer beta: full sync done" sim.out || fail "full sync did not finish"
 same_as_primary beta

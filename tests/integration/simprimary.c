@@ -36,6 +36,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -44,6 +46,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <json-c/json.h>
 
 #include "config.h"
 #include "log.h"
@@ -71,9 +77,11 @@ struct sim {
 	atomic_bool sync;		/* the "target's" mode, set by the manager */
 	atomic_uint mode_changes;
 	atomic_bool done;
+	atomic_bool stopped;		/* the manager returned */
 	atomic_bool failed;
 	uint64_t hold_timeouts, acked_waits, checked;
 	uint64_t last_seq;
+	char sock[PATH_MAX];		/* repld's control socket */
 	/* like the target: after a hold timeout, stop waiting until the
 	 * acknowledgments have caught up with where we stopped */
 	bool degraded;
@@ -261,6 +269,54 @@ io_error:
 	return NULL;
 }
 
+/*
+ * repld's own view, through its control socket: every peer UpToDate and
+ * no resync running (the target's bitmap alone does not say it: repld
+ * moves it into each peer's bitmap).
+ */
+static bool sim_peers_in_sync(const char *sock)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	static const char req[] = "{\"cmd\":\"status\"}\n";
+	struct json_object *o = NULL, *peers;
+	char buf[65536];
+	size_t len = 0;
+	bool ok = false;
+	ssize_t n;
+	int fd;
+
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
+		goto out;
+	/* bounded: a manager that stops meanwhile may never answer */
+	while (len < sizeof(buf) - 1 && poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1,
+					     1000) > 0 &&
+	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = 0;
+	o = json_tokener_parse(buf);
+	if (!o || !json_object_object_get_ex(o, "peers", &peers))
+		goto out;
+	ok = true;
+	for (size_t i = 0; i < json_object_array_length(peers); i++) {
+		struct json_object *p = json_object_array_get_idx(peers, i), *d;
+
+		ok &= json_object_object_get_ex(p, "disk", &d) &&
+		      !strcmp(json_object_get_string(d), "UpToDate") &&
+		      !json_object_object_get_ex(p, "resync", NULL);
+	}
+out:
+	json_object_put(o);
+	close(fd);
+	return ok;
+}
+
 /* After the last record: wait until the peers have everything, then stop. */
 static void *sim_finisher(void *arg)
 {
@@ -274,8 +330,11 @@ static void *sim_finisher(void *arg)
 	for (;;) {
 		ring_get_info(s->ring, &ri);
 		/* the manager released everything: every peer has it durably */
-		if ((ri.release_seq == ri.prod_seq && !ri.dirty_regions) || atomic_load(&s->failed))
+		if ((ri.release_seq == ri.prod_seq && !ri.dirty_regions &&
+		     sim_peers_in_sync(s->sock)) || atomic_load(&s->failed))
 			break;
+		if (atomic_load(&s->stopped))
+			return NULL;	/* stopped from outside (SIGTERM) */
 		if (mono_ms() > deadline) {
 			fprintf(stderr, "repl-simprimary: peers did not acknowledge everything in 60 s (released %" PRIu64 " of %" PRIu64 ")\n",
 				ri.release_seq, ri.prod_seq);
@@ -385,6 +444,7 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return 2;
 	manager_use_ring(m, s.ring, &sim_ops, &s);
+	snprintf(s.sock, sizeof(s.sock), "%s", manager_config(m)->control_socket);
 	r = manager_start(m);
 	if (r < 0)
 		return 2;
@@ -398,6 +458,7 @@ int main(int argc, char **argv)
 	    pthread_create(&fin, NULL, sim_finisher, &s))
 		return 2;
 	r = manager_run(m);
+	atomic_store(&s.stopped, true);
 	atomic_store(&s.failed, atomic_load(&s.failed) || r < 0);
 	atomic_store(&s.done, true);
 	pthread_join(prod, NULL);
