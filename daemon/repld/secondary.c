@@ -118,6 +118,8 @@ struct secondary {
 	struct gens gens;
 	uint64_t stream_id;		/* of the records applied */
 	uint64_t state_durable;		/* persisted resume point */
+	uint64_t hello_resume;		/* where the stream may go on without a
+					 * hole (UINT64_MAX: nowhere) */
 	uint64_t last_state_write_ms;
 	char primary_node[CONFIG_NAME_MAX + 1];
 	uint64_t primary_connects;
@@ -597,6 +599,9 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 		log_warning("%s: primary %s streams %016" PRIx64 ", this copy holds %016" PRIx64
 			    ": the primary decides whether it is consistent", s->resource,
 			    h->node, h->stream_id, s->stream_id);
+	/* our Hello offered to go on from our resume point in that stream */
+	s->hello_resume = s->stream_id && s->stream_id == h->stream_id ? s->state_durable :
+			  UINT64_MAX;
 	if (s->stream_id != h->stream_id)
 		s->state_durable = 0;	/* a new stream: nothing of it is here yet */
 	s->stream_id = h->stream_id;
@@ -672,6 +677,23 @@ static void conn_data(struct secondary *s, struct conn *c, const struct wire_msg
 			 * below counts as here (it resyncs what is not) */
 			x->started = true;
 			x->wbase = d->seq;
+			/*
+			 * Anywhere else than where our Hello offered to go on,
+			 * the records below are not here: a hole, until the
+			 * primary's resync fills it -- on disk before any
+			 * record past it is applied.
+			 */
+			if (d->seq != s->hello_resume && s->consistent) {
+				log_warning("%s: the stream goes on at record %" PRIu64
+					    ", not where this copy stopped: a hole until the resync completes",
+					    s->resource, d->seq);
+				if (sec_set_consistent(s, false) < 0) {
+					apply_buf_put(s->apply, buf);
+					conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,
+							"cannot save the state");
+					return;
+				}
+			}
 			if (s->state_durable < d->seq && sec_state_save(s, d->seq) < 0) {
 				apply_buf_put(s->apply, buf);
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO,

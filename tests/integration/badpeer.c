@@ -8,7 +8,8 @@
  * wrong-resource, wrong-role, too-big-device, data-before-hello,
  * payload-mismatch, beyond-device, bad-op, truncated, second-hello,
  * backwards-seq, hello-only (a valid Hello: refused only for who sends
- * it).  The cases after the handshake first send a valid Hello as
+ * it), hole (a valid Hello and a record at 1000 of a stream the secondary
+ * does not hold: accepted, the copy must mark itself Inconsistent).  The cases after the handshake first send a valid Hello as
  * --node (default alpha) for --resource (default r0).  Prints what the
  * secondary answered: "error <code> <reason>", "closed", or "silent" (no
  * answer within 5 s); exit 0 when the secondary refused (error or closed),
@@ -202,7 +203,13 @@ int main(int argc, char **argv)
 			/* nothing more: refused only for who sends it */
 		} else if (!r && !strcmp(c, "second-hello"))
 			r = send_hello(fd, 1, node, resource, primary, sectors);
-		else if (!r && !strcmp(c, "backwards-seq")) {
+		else if (!r && !strcmp(c, "hole")) {
+			/* a primary whose stream goes on past a hole, then dies
+			 * before any resync: a valid flush at record 1000 */
+			r = send_data(fd, 1000, DM_REPL_OP_FLUSH, 0, 0, 0, 0);
+			if (!r)
+				sleep(1);
+		} else if (!r && !strcmp(c, "backwards-seq")) {
 			r = send_data(fd, 10, DM_REPL_OP_FLUSH, 0, 0, 0, 0);
 			if (!r)
 				r = send_data(fd, 5, DM_REPL_OP_FLUSH, 0, 0, 0, 0);
