@@ -1196,15 +1196,41 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 	return r;
 }
 
+/*
+ * ring->lock held: move the held bios that the target @rc mapped to @out,
+ * counted as timed out (ring_complete_list() marks their regions).  The
+ * other tables of the ring keep theirs: the live table's held writes wait
+ * for their acknowledgment or the hold timeout whatever happens to an
+ * inactive or an old table.
+ */
+static void ring_take_held_of(struct repl_ring *ring, struct list_head *out,
+			      const struct repl_c *rc)
+{
+	struct repl_bio *pb, *tmp;
+
+	list_for_each_entry_safe(pb, tmp, &ring->held, held) {
+		if (pb->mode != &rc->mode)
+			continue;
+		list_move_tail(&pb->held, out);
+		pb->flags |= RB_RELEASED;
+		ring->nr_held--;
+		ring->hold_timeouts++;
+	}
+}
+
 /* A target stops using the ring (destructor). */
 void repl_ring_put(struct repl_ring *ring, struct repl_c *rc)
 {
 	LIST_HEAD(done);
 	bool last, mark;
 
-	/* Suspend waited for every held bio; this is only a safety net. */
+	/*
+	 * Only this table's held bios, which point at its mode: suspend
+	 * waited for them (an inactive table never mapped any), so this is a
+	 * safety net.  A bio held by another table is not this one's to end.
+	 */
 	spin_lock_irq(&ring->lock);
-	ring_take_held(ring, &done, true, true);
+	ring_take_held_of(ring, &done, rc);
 	mark = !list_empty(&done);
 	if (mark)
 		ring->nr_marking++;
