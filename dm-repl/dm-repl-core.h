@@ -209,6 +209,7 @@ struct repl_ring {
 	u64 overflows;
 	u64 hold_timeouts;
 	u64 bad_updates;
+	u64 io_errors;			/* failed local writes */
 
 	wait_queue_head_t space_wq;	/* writers waiting for ring space */
 	wait_queue_head_t poll_wq;	/* the consumer */
@@ -229,6 +230,8 @@ struct repl_c {
 	unsigned int extent_kb;
 	unsigned int record_kb;		/* largest payload of one record */
 	unsigned int max_extents;
+	bool io_error_stop;		/* on_io_error stop */
+	bool io_stopped;		/* stop: a local write failed */
 	struct list_head ring_node;	/* ring->targets, under ring->tmutex */
 };
 
@@ -260,6 +263,7 @@ struct repl_ring_stats {
 	u64 overflows;
 	u64 hold_timeouts;
 	u64 bad_updates;
+	u64 io_errors;
 	unsigned int nr_held;
 	bool consumer;
 	int meta;			/* -1 none, 0 ok, 1 failed */
@@ -278,6 +282,8 @@ int repl_ring_activate(struct repl_ring *ring);
 void repl_ring_quiesce(struct repl_ring *ring);
 int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 		     blk_status_t error);
+void repl_ring_io_error(struct repl_ring *ring, sector_t sector, u32 nr_sectors,
+			bool mark);
 void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
 			enum repl_mode new_mode);
 void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st);

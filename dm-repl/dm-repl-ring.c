@@ -748,11 +748,57 @@ static void ring_take_held(struct repl_ring *ring, struct list_head *out,
 }
 
 /*
- * The local write of a logged bio completed (the target's .end_io).
- * Returns DM_ENDIO_INCOMPLETE while its payload is still being copied, or
- * while (sync mode) its record waits for its acknowledgment; the bio is
- * then completed later with bio_endio(), and .end_io returns
- * DM_ENDIO_DONE for it because it is marked RB_RELEASED.
+ * A local write of [sector, +nr_sectors) failed (completion context, or
+ * any other; ring->lock not held).  Count it and raise an event; with
+ * @mark (its record was logged, so it may be on its way to the peers,
+ * which then differ from the local disk) mark its regions out of sync
+ * first, in the dirty bitmap and on the metadata device, as an overflow
+ * does.  A write has at most 1 MiB (max_io_len), one chunk of regions or
+ * two; a discard or write-zeroes up to 4 GiB, a few chunks with 4 KiB
+ * regions: the lock is dropped between chunks, as everywhere.  Called
+ * before the bio completes, so the writer sees the error only once its
+ * regions are marked.
+ */
+void repl_ring_io_error(struct repl_ring *ring, sector_t sector, u32 nr_sectors,
+			bool mark)
+{
+	unsigned int shift = ring->region_shift - SECTOR_SHIFT;
+	unsigned long flags;
+	u64 first = 0, end = 0, e;
+
+	if (mark && nr_sectors && sector < ring->dev_sectors) {
+		first = sector >> shift;
+		end = min_t(u64, (sector + nr_sectors - 1) >> shift,
+			    ring->nr_regions - 1) + 1;
+	}
+	spin_lock_irqsave(&ring->lock, flags);
+	while (first < end) {
+		e = min(end, round_down(first, REPL_CHUNK_BITS) + REPL_CHUNK_BITS);
+		ring_mark_chunk(ring, first, e);
+		first = e;
+		if (first < end) {
+			spin_unlock_irqrestore(&ring->lock, flags);
+			spin_lock_irqsave(&ring->lock, flags);
+		}
+	}
+	ring->io_errors++;
+	/* the event work raises the dm event; the consumer is woken too */
+	ring_state_changed(ring);
+	spin_unlock_irqrestore(&ring->lock, flags);
+	DMWARN_LIMIT("%u:%u: local write of sectors %llu+%u failed%s",
+		     MAJOR(ring->devt), MINOR(ring->devt),
+		     (unsigned long long)sector, nr_sectors,
+		     mark ? ": its regions are marked out of sync" : "");
+}
+
+/*
+ * The local write of a logged bio completed (the target's .end_io, once
+ * per bio: a bio completed again by bio_endio() is RB_RELEASED and does
+ * not come here).  A failed one is never held, and its regions are marked
+ * (repl_ring_io_error()).  Returns DM_ENDIO_INCOMPLETE while its payload
+ * is still being copied, or while (sync mode) its record waits for its
+ * acknowledgment; the bio is then completed later with bio_endio(), and
+ * .end_io returns DM_ENDIO_DONE for it because it is marked RB_RELEASED.
  */
 int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 		     blk_status_t error)
@@ -760,6 +806,9 @@ int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 	unsigned long flags;
 	int r = DM_ENDIO_DONE;
 
+	/* before the copy worker may complete it: pb is still ours */
+	if (error)
+		repl_ring_io_error(ring, pb->sector, pb->nr_sectors, true);
 	spin_lock_irqsave(&ring->lock, flags);
 	if (!(pb->flags & RB_LOCAL_MARKED)) {
 		pb->flags |= RB_LOCAL_MARKED;
@@ -925,6 +974,7 @@ void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st)
 	st->overflows = ring->overflows;
 	st->hold_timeouts = ring->hold_timeouts;
 	st->bad_updates = ring->bad_updates;
+	st->io_errors = ring->io_errors;
 	st->nr_held = ring->nr_held;
 	st->meta = !ring->meta ? -1 : repl_meta_failed(ring->meta) ? 1 : 0;
 	st->intent_regions = repl_meta_intent_regions(ring->meta);

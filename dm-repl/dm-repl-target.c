@@ -123,14 +123,29 @@ static void repl_feature_values(struct repl_c *rc, unsigned int *val)
 		val[i] = READ_ONCE(*repl_feature_val(rc, &repl_features[i]));
 }
 
+/* on_io_error <pass|stop>: what writes do after a local write failed. */
+static int repl_parse_io_error(const char *arg, bool *stop)
+{
+	if (!arg)
+		return -EINVAL;
+	if (!strcmp(arg, "pass"))
+		*stop = false;
+	else if (!strcmp(arg, "stop"))
+		*stop = true;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			       struct dm_target *ti)
 {
+	/* the numeric features and on_io_error, a name and a value each */
 	static const struct dm_arg _args[] = {
-		{0, 2 * ARRAY_SIZE(repl_features),
+		{0, 2 * (ARRAY_SIZE(repl_features) + 1),
 		 "Invalid number of feature args"},
 	};
-	bool seen[ARRAY_SIZE(repl_features)] = { false };
+	bool seen[ARRAY_SIZE(repl_features)] = { false }, seen_io = false;
 	const struct repl_feature *f;
 	unsigned int argc, *val;
 	const char *name;
@@ -151,6 +166,18 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			return -EINVAL;
 		}
 		argc--;
+		if (!strcasecmp(name, "on_io_error")) {
+			if (seen_io) {
+				ti->error = "Feature on_io_error duplicated";
+				return -EINVAL;
+			}
+			seen_io = true;
+			if (repl_parse_io_error(dm_shift_arg(as), &rc->io_error_stop)) {
+				ti->error = "Invalid on_io_error (pass or stop)";
+				return -EINVAL;
+			}
+			continue;
+		}
 		for (i = 0; i < ARRAY_SIZE(repl_features); i++)
 			if (!strcasecmp(name, repl_features[i].name))
 				break;
@@ -231,6 +258,13 @@ static void repl_free(struct dm_target *ti, struct repl_c *rc)
  *                                 records, split at record_kb boundaries,
  *                                 and written locally in one piece
  *                                 (default 256); may change on reload
+ *   on_io_error <pass|stop>       after a local write failed (its regions
+ *                                 are marked out of sync either way):
+ *                                 pass (default) goes on writing; stop
+ *                                 fails every later write with EIO at once,
+ *                                 logging nothing and leaving the data
+ *                                 device alone, until the table is
+ *                                 reloaded
  *
  * Example: 0 2097152 repl /dev/vg/data - sync 4 ring_size_mb 128 hold_timeout_ms 2000
  *
@@ -350,6 +384,8 @@ static int repl_map(struct dm_target *ti, struct bio *bio)
 	u16 op, flags = 0;
 
 	pb->flags = 0;
+	pb->sector = 0;
+	pb->nr_sectors = 0;
 	pb->mode = &rc->mode;
 	INIT_LIST_HEAD(&pb->held);
 	bio_set_dev(bio, rc->dev->bdev);
@@ -357,6 +393,12 @@ static int repl_map(struct dm_target *ti, struct bio *bio)
 		bio->bi_iter.bi_sector = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	if (!op_is_write(bio_op(bio)))
 		return DM_MAPIO_REMAPPED;
+	/*
+	 * on_io_error stop, after a failed local write: the data device and
+	 * the peers keep what they have, the last consistent state.
+	 */
+	if (READ_ONCE(rc->io_stopped))
+		return DM_MAPIO_KILL;
 
 	switch (bio_op(bio)) {
 	case REQ_OP_WRITE:
@@ -396,7 +438,17 @@ static int repl_end_io(struct dm_target *ti, struct bio *bio,
 	struct repl_bio *pb = dm_per_bio_data(bio, sizeof(*pb));
 
 	/* A released bio comes back here from bio_endio(): let it go. */
-	if (!(pb->flags & RB_LOGGED) || (pb->flags & RB_RELEASED))
+	if (pb->flags & RB_RELEASED)
+		return DM_ENDIO_DONE;
+	if (*error && op_is_write(bio_op(bio))) {
+		if (rc->io_error_stop)
+			WRITE_ONCE(rc->io_stopped, true);
+		/* not logged: an unlogged write's regions are marked already */
+		if (!(pb->flags & RB_LOGGED))
+			repl_ring_io_error(rc->ring, pb->sector, pb->nr_sectors,
+					   false);
+	}
+	if (!(pb->flags & RB_LOGGED))
 		return DM_ENDIO_DONE;
 	return repl_ring_end_io(rc->ring, pb, *error);
 }
@@ -416,10 +468,12 @@ static const char *repl_state_name(u32 state)
  *   <ring_used_bytes>/<ring_bytes> <records_used>/<records>
  *   <bytes_logged> <out_of_sync_bytes> <consumer> <held>
  *   <overflows> <hold_timeouts> <meta> <intent_regions> <active_extents>
+ *   <io_errors>
  * state: ok | degraded (sync write not acknowledged in time; acting async
  * until caught up) | overflow (ring full: writes go to the dirty bitmap).
  * meta: none (no metadata device) | ok | failed (metadata writes failed:
- * the bitmap is no longer persistent).
+ * the bitmap is no longer persistent).  io_errors: local writes that
+ * failed.  New fields go at the end, so that parsers keep working.
  */
 static void repl_status(struct dm_target *ti, status_type_t type,
 			unsigned int status_flags, char *result,
@@ -446,7 +500,7 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		       st.overflows, st.hold_timeouts,
 		       st.meta < 0 ? "none" : st.meta ? "failed" : "ok",
 		       st.intent_regions);
-		DMEMIT(" %llu", st.active_extents);
+		DMEMIT(" %llu %llu", st.active_extents, st.io_errors);
 		break;
 	case STATUSTYPE_TABLE:
 		/*
@@ -461,11 +515,15 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		for (i = 0, n = 0; i < ARRAY_SIZE(repl_features); i++)
 			if (val[i] != repl_feature_default(rc, &repl_features[i]))
 				n += 2;
+		if (rc->io_error_stop)
+			n += 2;
 		if (n)
 			DMEMIT(" %u", n);
 		for (i = 0; i < ARRAY_SIZE(repl_features); i++)
 			if (val[i] != repl_feature_default(rc, &repl_features[i]))
 				DMEMIT(" %s %u", repl_features[i].name, val[i]);
+		if (rc->io_error_stop)
+			DMEMIT(" on_io_error stop");
 		break;
 	case STATUSTYPE_IMA:
 		/* Everything the table says, defaults included. */
@@ -476,7 +534,7 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		repl_feature_values(rc, val);
 		for (i = 0; i < ARRAY_SIZE(repl_features); i++)
 			DMEMIT(",%s=%u", repl_features[i].name, val[i]);
-		DMEMIT(";");
+		DMEMIT(",on_io_error=%s;", rc->io_error_stop ? "stop" : "pass");
 		break;
 	}
 }
@@ -580,7 +638,7 @@ static int repl_iterate_devices(struct dm_target *ti,
 
 static struct target_type repl_target = {
 	.name = "repl",
-	.version = {1, 3, 0},
+	.version = {1, 4, 0},
 	.features = DM_TARGET_SINGLETON,
 	.module = THIS_MODULE,
 	.ctr = repl_ctr,

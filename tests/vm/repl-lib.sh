@@ -3,7 +3,7 @@
 
 # repl_st NAME FIELD : one field of `dmsetup status NAME`, by name:
 # mode state head tail acked used ring recs_used recs logged oos consumer
-# held overflows timeouts meta intent extents (see dm-repl(7), STATUS)
+# held overflows timeouts meta intent extents ioerrors (see dm-repl(7), STATUS)
 repl_st() {
 	dmsetup status "$1" | awk -v f="$2" '
 	$3 != "repl" { exit 2 }
@@ -14,7 +14,7 @@ repl_st() {
 		v["recs_used"] = r[1]; v["recs"] = r[2]; v["logged"] = $11
 		v["oos"] = $12; v["consumer"] = $13; v["held"] = $14
 		v["overflows"] = $15; v["timeouts"] = $16; v["meta"] = $17
-		v["intent"] = $18; v["extents"] = $19
+		v["intent"] = $18; v["extents"] = $19; v["ioerrors"] = $20
 		if (!(f in v)) exit 1
 		print v[f]
 	}'

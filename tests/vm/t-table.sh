@@ -40,7 +40,7 @@ refused "No dm-repl metadata" "$T $A $B async"
 refused "Invalid mode" "$T $A - fast"
 refused "Invalid mode" "$T $A - SYNC"
 refused "Invalid number of feature args" "$T $A - async x"
-refused "Invalid number of feature args" "$T $A - async 13 a b c d e f g h i j k l m"
+refused "Invalid number of feature args" "$T $A - async 15 a b c d e f g h i j k l m n o"
 refused "Invalid number of feature args" "$T $A - async 2 ring_size_mb"
 refused "Invalid number of feature args" "$T $A - async 4 ring_size_mb 8 hold_timeout_ms"
 refused "Feature requires a value" "$T $A - async 1 ring_size_mb"
@@ -65,6 +65,10 @@ refused "Invalid record_kb" "$T $A - async 2 record_kb 96"
 refused "duplicated" "$T $A - async 4 record_kb 64 record_kb 64"
 refused "duplicated" "$T $A - async 4 ring_size_mb 8 ring_size_mb 8"
 refused "Unrecognised feature" "$T $A - async 2 turbo 1"
+refused "Invalid on_io_error" "$T $A - async 2 on_io_error halt"
+refused "Invalid on_io_error" "$T $A - async 2 on_io_error STOP"
+refused "Feature requires a value" "$T $A - async 1 on_io_error"
+refused "Feature on_io_error duplicated" "$T $A - async 4 on_io_error stop on_io_error stop"
 refused "Too many arguments" "$T $A - async 2 ring_size_mb 8 extra"
 refused "Invalid number of feature args" "$T $A - async junk"
 # a repl target must be alone in its table
@@ -113,6 +117,9 @@ expect_table "$T $A - async 4 region_kb 4 extent_kb 4096" "$AN - async 2 region_
 expect_table "$T $A - async 2 extent_kb 64" "$AN - async 2 extent_kb 64"
 expect_table "$T $A - async 4 max_extents 1 record_kb 4" "$AN - async 4 max_extents 1 record_kb 4"
 expect_table "$T $A - sync 2 RING_SIZE_MB 4" "$AN - sync 2 ring_size_mb 4"
+expect_table "$T $A - async 2 on_io_error pass" "$AN - async"
+expect_table "$T $A - async 4 on_io_error stop record_kb 64" "$AN - async 4 record_kb 64 on_io_error stop"
+expect_table "$T $A - sync 2 ON_IO_ERROR stop" "$AN - sync 2 on_io_error stop"
 expect_table "0 $SZ repl $AN - async 2 ring_size_mb 512" "$AN - async 2 ring_size_mb 512"
 pass "good tables accepted and re-emitted, defaults omitted"
 
@@ -131,12 +138,12 @@ if [ -w $IMA/policy ] &&
 			xxd -r -p | tr ';' '\n' | grep '^target_index=0,'
 		dmsetup remove g
 	}
-	want="target_index=0,target_begin=0,target_len=$SZ,target_name=repl,target_version=1.3.0"
+	want="target_index=0,target_begin=0,target_len=$SZ,target_name=repl,target_version=1.4.0"
 	m=$(ima_measured "$T $A - async")
-	[ "$m" = "$want,data_device_name=$AN,metadata_device_name=-,mode=async,ring_size_mb=64,hold_timeout_ms=5000,region_kb=64,extent_kb=4096,max_extents=1237,record_kb=256" ] ||
+	[ "$m" = "$want,data_device_name=$AN,metadata_device_name=-,mode=async,ring_size_mb=64,hold_timeout_ms=5000,region_kb=64,extent_kb=4096,max_extents=1237,record_kb=256,on_io_error=pass" ] ||
 		fail "IMA of the defaults: '$m'"
-	m=$(ima_measured "$T $A - sync 12 extent_kb 2048 record_kb 1024 hold_timeout_ms 1500 max_extents 9 ring_size_mb 8 region_kb 1024")
-	[ "$m" = "$want,data_device_name=$AN,metadata_device_name=-,mode=sync,ring_size_mb=8,hold_timeout_ms=1500,region_kb=1024,extent_kb=2048,max_extents=9,record_kb=1024" ] ||
+	m=$(ima_measured "$T $A - sync 14 extent_kb 2048 record_kb 1024 hold_timeout_ms 1500 max_extents 9 ring_size_mb 8 region_kb 1024 on_io_error stop")
+	[ "$m" = "$want,data_device_name=$AN,metadata_device_name=-,mode=sync,ring_size_mb=8,hold_timeout_ms=1500,region_kb=1024,extent_kb=2048,max_extents=9,record_kb=1024,on_io_error=stop" ] ||
 		fail "IMA of a table with every feature: '$m'"
 	pass "IMA measurement names every table argument"
 else
