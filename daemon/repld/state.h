@@ -5,7 +5,8 @@
  *   stream <ring id, hex> durable <seq> consistent <0|1> discard <0|1>
  *
  * written atomically (a new file renamed over the old one, after an
- * fdatasync) whenever it changes: every record below <seq> of that stream
+ * fdatasync, and the directory synced: fileio.h) whenever it changes:
+ * every record below <seq> of that stream
  * is durable here; consistent: no resync is pending; discard: the
  * administrator gave up this copy's own changes (discard-my-data).
  */

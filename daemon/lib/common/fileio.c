@@ -1,11 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Small state files, replaced whole: see fileio.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "fileio.h"
+
+int fileio_sync_dir_of(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t len;
+	int fd, r = 0;
+
+	if (!slash) {
+		strcpy(dir, ".");
+	} else {
+		len = slash == path ? 1 : (size_t)(slash - path);	/* "/f": "/" */
+		if (len >= sizeof(dir))
+			return -ENAMETOOLONG;
+		memcpy(dir, path, len);
+		dir[len] = '\0';
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
 
 int fileio_write_atomic(const char *path, const char *text)
 {
@@ -25,7 +52,10 @@ int fileio_write_atomic(const char *path, const char *text)
 		r = -errno;
 	if (!r && rename(tmp, path) < 0)
 		r = -errno;
-	if (r < 0)
+	if (r < 0) {
 		unlink(tmp);
-	return r;
+		return r;
+	}
+	/* the rename is in the directory: durable only once it is synced */
+	return fileio_sync_dir_of(path);
 }

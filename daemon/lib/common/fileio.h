@@ -5,9 +5,19 @@
 
 /*
  * Replace path with text: written to <path>.tmp, made durable
- * (fdatasync), renamed over path, so a reader finds the old contents or
- * the new ones, never a mix.  0 or -errno (the temporary file removed).
+ * (fdatasync), renamed over path, and the rename made durable (fsync of
+ * the directory), so a reader finds the old contents or the new ones,
+ * never a mix, and after a power loss the new ones once it returned 0.
+ * 0 or -errno (before the rename: the temporary file removed; after it:
+ * the new contents are in place but may not survive a power loss).
  */
 int fileio_write_atomic(const char *path, const char *text);
+
+/*
+ * fsync the directory that holds path (the current one for a bare name):
+ * what makes a rename into it, or a file created in it, durable.  0 or
+ * -errno.
+ */
+int fileio_sync_dir_of(const char *path);
 
 #endif
