@@ -528,9 +528,25 @@ static int conn_send_own_bitmap(struct secondary *s, struct conn *c)
 	return r;
 }
 
+/*
+ * Why cfg does not let node, connecting from sa, be our primary; NULL
+ * when it does.  At the Hello and again when a reload changes the peers.
+ */
+static const char *sec_primary_refusal(const struct config *cfg, const char *node,
+				       const struct sockaddr_storage *sa)
+{
+	const struct config_peer *cp = config_find_peer(cfg, node);
+
+	if (!cp)
+		return "node or resource not configured here";
+	if (cp->has_address && !sock_same_host(sa, &cp->address.sa))
+		return "this node may not connect from that address";
+	return NULL;
+}
+
 static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__Hello *h)
 {
-	const struct config_peer *cp;
+	const char *why;
 	uint8_t *b;
 	ssize_t n;
 	int r;
@@ -541,16 +557,12 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 		return;
 	}
 	snprintf(c->node, sizeof(c->node), "%s", h->node);
-	cp = config_find_peer(s->env->cfg, h->node);
-	if (!cp || h->role != DMREPL__V1__ROLE__ROLE_PRIMARY ||
-	    strcmp(h->resource, s->resource)) {
-		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER,
-				"node or resource not configured here");
-		return;
-	}
-	if (cp->has_address && !sock_same_host(&c->sa, &cp->address.sa)) {
-		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER,
-				"this node may not connect from that address");
+	if (h->role != DMREPL__V1__ROLE__ROLE_PRIMARY || strcmp(h->resource, s->resource))
+		why = "node or resource not configured here";
+	else
+		why = sec_primary_refusal(s->env->cfg, h->node, &c->sa);
+	if (why) {
+		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER, why);
 		return;
 	}
 	if (h->device_sectors > s->dev_sectors) {
@@ -1306,10 +1318,26 @@ static void secondary_status(struct role *r, struct json_object *o)
 	json_object_object_add(o, "primary", po);
 }
 
-/* SIGHUP: the peers (who may connect) and the timeouts are read from the
- * configuration when they are needed. */
+/*
+ * SIGHUP: the peers (who may connect) and the timeouts are read from the
+ * configuration when they are needed; a connected primary the new one
+ * does not allow (removed, or its address changed) is dropped now.
+ */
 static int secondary_reload(struct role *r, const struct config *n)
 {
+	struct secondary *s = secondary_of(r);
+	struct conn *c = s->conn;
+	const char *why;
+	char reason[160];
+
+	if (!c || !c->up || c->closing)
+		return 0;	/* a Hello still to come is checked against n */
+	why = sec_primary_refusal(n, c->node, &c->sa);
+	if (!why)
+		return 0;
+	snprintf(reason, sizeof(reason), "the reloaded configuration no longer allows it: %s",
+		 why);
+	conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER, reason);
 	return 0;
 }
 
