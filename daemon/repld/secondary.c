@@ -71,6 +71,11 @@ struct conn {
 	bool first_data;
 	struct apply_buf *pending;	/* buffer of the payload being read */
 	size_t unissued;		/* payload bytes read since the last issue */
+	/* this node's own bitmap after the Hello, sent as the socket drains */
+	bool bm_pending;		/* its last piece not yet queued */
+	uint8_t *bm;			/* NULL: no bitmap (an empty last piece) */
+	uint64_t bm_bytes, bm_off, bm_regions;
+	uint32_t bm_shift;
 };
 
 /*
@@ -266,6 +271,7 @@ static void conn_close(struct secondary *s, const char *why)
 	wire_reader_free(&c->rd);
 	if (c->pending && s->apply)
 		apply_buf_put(s->apply, c->pending);
+	free(c->bm);
 	free(c);
 	s->conn = NULL;
 }
@@ -362,7 +368,7 @@ static void conn_send_ack(struct secondary *s)
 	uint8_t *b;
 	ssize_t n;
 
-	if (!c || !c->up || !s->apply || c->closing)
+	if (!c || !c->up || !s->apply || c->closing || c->bm_pending)
 		return;
 	secondary_persist(s, false);
 	sec_progress(s, &p);
@@ -478,54 +484,87 @@ static uint64_t sec_own_bitmap(struct secondary *s, struct md_info *ret)
 	return mi.set_regions;
 }
 
-/* After our Hello: our own bitmap in pieces, always ending with "last". */
-static int conn_send_own_bitmap(struct secondary *s, struct conn *c)
+/* After our Hello: our own bitmap, in pieces, from conn_send_own_bitmap(). */
+static void conn_own_bitmap_begin(struct secondary *s, struct conn *c)
 {
 	struct md_info mi = { 0 };
-	uint64_t bytes, off = 0;
-	int r = 0;
 
-	sec_own_bitmap(s, &mi);
-	bytes = mi.bitmap ? (mi.nr_regions + 7) / 8 : 0;
-	do {
-		size_t n = bytes - off > WIRE_MAX_BITMAP ? WIRE_MAX_BITMAP : (size_t)(bytes - off);
-		uint8_t *b;
-		ssize_t k;
+	c->bm_regions = sec_own_bitmap(s, &mi);
+	c->bm = mi.bitmap;
+	c->bm_bytes = mi.bitmap ? (mi.nr_regions + 7) / 8 : 0;
+	c->bm_off = 0;
+	c->bm_shift = mi.region_shift ? mi.region_shift : 16;
+	c->bm_pending = true;
+}
 
-		/* skip pieces without a bit set, but always send the last */
-		if (n && off + n < bytes) {
-			size_t i;
+static bool bytes_zero(const uint8_t *p, size_t n)
+{
+	size_t i;
 
-			for (i = 0; i < n && !mi.bitmap[off + i]; i++)
-				;
-			if (i == n) {
-				off += n;
-				continue;
-			}
-		}
+	for (i = 0; i < n && !p[i]; i++)
+		;
+	return i == n;
+}
+
+/*
+ * The next piece of our own bitmap into b: pieces without a bit set are
+ * skipped, the last one always goes, and ends it.
+ */
+static ssize_t conn_own_bitmap_piece(struct secondary *s, struct conn *c, uint8_t *b,
+				     size_t len)
+{
+	uint64_t off = c->bm_off, bytes = c->bm_bytes;
+	size_t n;
+	ssize_t k;
+
+	for (;;) {
+		n = bytes - off > WIRE_MAX_BITMAP ? WIRE_MAX_BITMAP : (size_t)(bytes - off);
+		if (off + n >= bytes || !bytes_zero(c->bm + off, n))
+			break;
+		off += n;
+	}
+	k = wire_encode_peer_bitmap(b, len, off * 8, c->bm_shift, c->bm ? c->bm + off : NULL, n,
+				    off + n >= bytes);
+	if (k < 0)
+		return k;
+	c->bm_off = off + n;
+	if (c->bm_off >= bytes) {
+		c->bm_pending = false;
+		free(c->bm);
+		c->bm = NULL;
+		if (c->bm_regions)
+			log_info("%s: sent %" PRIu64 " regions of this node's own bitmap to the primary",
+				 s->resource, c->bm_regions);
+	}
+	return k;
+}
+
+/*
+ * Queue and send what the socket takes of our own bitmap; EPOLLOUT brings
+ * us back for the rest.  Nothing else is sent before its last piece.
+ * May close the connection: c is not to be used after it returns.
+ */
+static void conn_send_own_bitmap(struct secondary *s, struct conn *c)
+{
+	uint8_t *b;
+	ssize_t k;
+
+	while (c->bm_pending && !c->closing) {
 		b = conn_out_space(c, WIRE_MAX_BITMAP + 64);
 		if (!b) {
 			conn_flush(c);
-			b = conn_out_space(c, WIRE_MAX_BITMAP + 64);
+			if (s->conn != c || c->want_out)
+				return;		/* closed, or the socket is full */
+			continue;
 		}
-		if (!b) {
-			r = -ENOBUFS;
-			break;
-		}
-		k = wire_encode_peer_bitmap(b, WIRE_MAX_BITMAP + 64, off * 8, mi.region_shift ? mi.region_shift : 16,
-					    mi.bitmap ? mi.bitmap + off : NULL, n, off + n >= bytes);
+		k = conn_own_bitmap_piece(s, c, b, WIRE_MAX_BITMAP + 64);
 		if (k < 0) {
-			r = (int)k;
-			break;
+			conn_close(s, "cannot encode this node's bitmap");
+			return;
 		}
 		c->out_len += (size_t)k;
-		off += n;
-	} while (off < bytes);
-	free(mi.bitmap);
-	if (!r && mi.set_regions)
-		log_info("%s: sent %" PRIu64 " regions of this node's own bitmap to the primary",
-			 s->resource, mi.set_regions);
-	return r;
+	}
+	conn_flush(c);
 }
 
 /*
@@ -620,14 +659,11 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 	snprintf(s->primary_node, sizeof(s->primary_node), "%s", h->node);
 	c->up = true;
 	c->first_data = true;
-	if (conn_send_own_bitmap(s, c) < 0) {
-		conn_close(s, "cannot send this node's bitmap");
-		return;
-	}
 	s->primary_connects++;
 	log_info("%s: primary %s (%s) connected, %s mode", s->resource, h->node, c->addr,
 		 config_mode_name(c->mode));
-	conn_flush(c);
+	conn_own_bitmap_begin(s, c);
+	conn_send_own_bitmap(s, c);
 }
 
 /* The copy is no longer (or again) consistent: on disk before we go on. */
@@ -828,7 +864,7 @@ static void sec_resync_run(struct secondary *s)
 	ssize_t n;
 	int r;
 
-	if (!s->rt || !s->apply || !c || !c->up || c->closing)
+	if (!s->rt || !s->apply || !c || !c->up || c->closing || c->bm_pending)
 		return;
 	for (;;) {
 		apply_progress(s->apply, &e);
@@ -1049,6 +1085,8 @@ static void secondary_conn_event(struct ev *ev, uint32_t events)
 
 	if (events & EPOLLOUT) {
 		conn_flush(c);
+		if (s->conn == c && c->bm_pending)
+			conn_send_own_bitmap(s, c);
 		if (s->conn == c)
 			sec_resync_run(s);
 	}

@@ -31,14 +31,17 @@ free_port() {
 	done
 }
 
-# secondary NAME PORT [SIZE_MB] [extra config lines] : config, device file,
-# start repld; its pid in SEC_PID[NAME]
+# secondary NAME [SIZE_MB] : a free port, config, device file, start repld;
+# its pid in SEC_PID[NAME].  The steps alone: secondary_config NAME PORT
+# [SETTING...] (more repl_conf settings, e.g. meta-device=...), then
+# secondary_start NAME.
 declare -A SEC_PID SEC_PORT
 secondary_config() {
 	local n=$1 port=$2
+	shift 2
 	repl_conf "$T/$n.conf" resource=r0 node="$n" role=secondary device="$T/$n.img" \
 		listen="127.0.0.1:$port" state-dir="$T/state-$n" control-socket="$T/$n.sock" \
-		keepalive-ms=200 peer-timeout-ms=2000 checkpoint-ms=200 peer=alpha@127.0.0.1
+		keepalive-ms=200 peer-timeout-ms=2000 checkpoint-ms=200 peer=alpha@127.0.0.1 "$@"
 }
 secondary_start() {
 	local n=$1
