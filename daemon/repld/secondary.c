@@ -469,7 +469,9 @@ static void *conn_payload_buf(void *ctx, const Dmrepl__V1__Data *d)
 /*
  * This node's own metadata bitmap (it was a primary: regions it wrote that
  * the peers may lack).  Returns the number of regions set; *ret gets the
- * md_info with the bitmap (free ret->bitmap) when not NULL.
+ * md_info with the bitmap (free ret->bitmap) when not NULL.  The bits
+ * are counted in the bitmap (the superblock has no count): it is read
+ * either way.
  */
 static uint64_t sec_own_bitmap(struct secondary *s, struct md_info *ret)
 {
@@ -477,14 +479,17 @@ static uint64_t sec_own_bitmap(struct secondary *s, struct md_info *ret)
 	char err[256];
 
 	if (!strcmp(s->env->cfg->meta_device, "-") ||
-	    md_read(s->env->cfg->meta_device, ret != NULL, &mi, err, sizeof(err)) < 0)
+	    md_read(s->env->cfg->meta_device, true, &mi, err, sizeof(err)) < 0)
 		return 0;
 	if (ret)
 		*ret = mi;
+	else
+		free(mi.bitmap);
 	return mi.set_regions;
 }
 
-/* After our Hello: our own bitmap, in pieces, from conn_send_own_bitmap(). */
+/* Our own bitmap, read for the Hello's count and sent after it in pieces
+ * (conn_send_own_bitmap()). */
 static void conn_own_bitmap_begin(struct secondary *s, struct conn *c)
 {
 	struct md_info mi = { 0 };
@@ -621,6 +626,7 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 		return;
 	}
 	c->mode = (enum peer_mode)h->mode;
+	conn_own_bitmap_begin(s, c);
 	b = conn_out_space(c, 256);
 	{
 		Dmrepl__V1__Hello hello = DMREPL__V1__HELLO__INIT;
@@ -637,7 +643,7 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 		hello.gen_bitmap = s->gens.bitmap;
 		hello.gen_history = s->gens.history;
 		hello.gen_since = s->gens.since;
-		hello.dirty_regions = sec_own_bitmap(s, NULL);
+		hello.dirty_regions = c->bm_regions;
 		hello.discard_my_data = s->discard_my_data;
 		n = b ? wire_encode_hello(b, 256, &hello) : -ENOSPC;
 	}
@@ -662,7 +668,6 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 	s->primary_connects++;
 	log_info("%s: primary %s (%s) connected, %s mode", s->resource, h->node, c->addr,
 		 config_mode_name(c->mode));
-	conn_own_bitmap_begin(s, c);
 	conn_send_own_bitmap(s, c);
 }
 

@@ -7,7 +7,8 @@
 # scans each one (it reads more slowly than the secondary writes).  The
 # secondary must send them as the socket drains: the primary must finish
 # the handshake and resync the regions of its own device that the bitmap
-# marks (where beta holds other data), and the copies end byte-equal.
+# marks (where beta holds other data), and the copies end byte-equal;
+# beta then zeroes its own bitmap.
 . "$(dirname "$0")/lib.sh"
 
 REGION=4096
@@ -58,4 +59,9 @@ grep -q "peer beta: 4 regions of its own to resync" sim.out ||
 grep -q "peer beta: bitmap resync done" sim.out ||
 	{ grep "peer beta" sim.out; fail "no bitmap resync of beta's regions"; }
 cmp -n $((PRIMARY_MB << 20)) alpha.img beta.img || fail "beta's copy differs from the primary"
+# adopted the primary's generation: its own bitmap is resynced, and zeroed
+grep -q "this copy is consistent (UpToDate)" beta.log || fail "beta not UpToDate"
+"$REPLCTL" --json dump-md --meta beta.md > md.json || fail "dump-md"
+[ "$(jq .set_regions md.json)" = 0 ] ||
+	fail "beta's own bitmap still has $(jq .set_regions md.json) regions set after the resync"
 pass "a $((PIECES * PIECE >> 20)) MiB own bitmap sent as the socket drained; its regions resynced, byte-equal"
