@@ -154,10 +154,14 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 		/* the stream resumes; a copy with a hole (GAP) catches up with
 		 * the bitmap; it joins our generation */
 		resume = h->resume_seq;
-		if (!h->consistent)
+		if (!h->consistent) {
 			rp->inconsistent = true;
-		else
+		} else {
+			/* it lacks only what the ring still holds: from now
+			 * on its bitmap knows everything */
 			rp->join_pending = true;
+			stream_peer_in_sync(rp);
+		}
 	} else if (v != GV_FULL && h->consistent && rp->full_why) {
 		/* nothing recorded what the peer may lack */
 		log_warning("%s: peer %s: its copy cannot be resumed from this ring and its out-of-sync bitmap is not tracked (%s): full sync",
@@ -181,6 +185,7 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 		 * itself consistent on our ResyncFlush */
 		rp->inconsistent = false;
 		rp->join_pending = true;
+		stream_peer_in_sync(rp);
 		resume = 0;
 	} else {
 		log_warning("%s: peer %s: its copy is not consistent%s: full sync",

@@ -18,8 +18,8 @@ PRIMARY_MB=64				# the primary's device: the first piece
 
 SEC_PORT[beta]=$(free_port)
 truncate -s 2T beta.img
-truncate -s $((4096 + (64 << 20))) beta.md
-"$REPLCTL" create-md --meta beta.md --data beta.img --resource r0 --region-kb 4 > /dev/null ||
+truncate -s $((2 * 4096 + 2 * (64 << 20))) beta.md
+"$REPLCTL" create-md --meta beta.md --data beta.img --resource r0 --region-kb 4 --max-peers 1 > /dev/null ||
 	fail "create-md"
 # the last region of every piece (docs/metadata.md: bit r % 8 of byte r / 8,
 # the bitmap at offset 4096, not checksummed)
