@@ -125,6 +125,8 @@ struct secondary {
 	uint64_t state_durable;		/* persisted resume point */
 	uint64_t hello_resume;		/* where the stream may go on without a
 					 * hole (UINT64_MAX: nowhere) */
+	bool vouched;			/* the primary made this copy consistent at
+					 * its stream position (a join, a resync's end) */
 	uint64_t last_state_write_ms;
 	char primary_node[CONFIG_NAME_MAX + 1];
 	uint64_t primary_connects;
@@ -659,6 +661,7 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 	/* our Hello offered to go on from our resume point in that stream */
 	s->hello_resume = s->stream_id && s->stream_id == h->stream_id ? s->state_durable :
 			  UINT64_MAX;
+	s->vouched = false;
 	if (s->stream_id != h->stream_id)
 		s->state_durable = 0;	/* a new stream: nothing of it is here yet */
 	s->stream_id = h->stream_id;
@@ -736,7 +739,7 @@ static void conn_data(struct secondary *s, struct conn *c, const struct wire_msg
 			 * primary's resync fills it -- on disk before any
 			 * record past it is applied.
 			 */
-			if (d->seq != s->hello_resume && s->consistent) {
+			if (d->seq != s->hello_resume && s->consistent && !s->vouched) {
 				log_warning("%s: the stream goes on at record %" PRIu64
 					    ", not where this copy stopped: a hole until the resync completes",
 					    s->resource, d->seq);
@@ -838,6 +841,8 @@ static int sec_adopt(struct secondary *s, uint64_t gen)
 			return log_error_errno(r, "%s: %s", s->resource, err);
 	}
 	s->discard_my_data = false;
+	/* in stream order: consistent with every record before this point */
+	s->vouched = true;
 	if (rsnap_active(s->env->cfg)) {
 		r = sec_reopen(s, s->env->cfg->device);
 		if (r < 0 || (r = rsnap_drop(s->env->cfg)) < 0)
