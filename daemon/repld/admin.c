@@ -276,9 +276,10 @@ void admin_status(struct primary *pri, struct json_object *o)
 			behind ? "Inconsistent" :
 			p->state != PEER_UP ? "Off" :
 			rp->received >= ri.prod_seq ? "Established" : "Catching-up"));
-		/* never UpToDate while a region is known to differ */
+		/* never UpToDate while a region is known to differ, nor before
+		 * it joined our generation */
 		json_object_object_add(po, "disk", json_object_new_string(
-			behind ? "Inconsistent" : "UpToDate"));
+			behind ? "Inconsistent" : rp->join_pending ? "Consistent" : "UpToDate"));
 		json_object_object_add(po, "out_of_sync_regions", json_object_new_uint64(oos));
 		json_object_object_add(po, "bitmap_tracked", json_object_new_boolean(!rp->full_why));
 		if (rp->full_why)

@@ -34,7 +34,8 @@ fallocate --punch-hole --offset "$off" --length $((64 * 1024 - off)) "$MD" ||
 	skip "cannot punch holes into a tmpfs file"
 dd if=/dev/zero of=mdfs/filler bs=4K status=none 2>/dev/null || true
 conf 4
-sim_start --seed 42 --count 4000 --max-kb 64 --rate-ms 1
+# gamma stays away: the sim gives up on it 20 s after its last write
+sim_start --seed 42 --count 1500 --max-kb 64 --rate-ms 1 --finish-ms 20000
 wait_status 20 '.target.peer_bitmaps_error != null' ||
 	{ status alpha | jq -c .target; fail "no error shown while the peer area cannot be written"; }
 status alpha > st1.json
@@ -48,11 +49,11 @@ grep -q "cannot write the peers' out-of-sync bitmaps" sim.out || fail "the failu
 rm -f mdfs/filler
 wait_status 30 '.target.peer_bitmaps_error == null and .target.tail > '"$t2" ||
 	fail "records not released once the peer area could be written"
-wait_status 60 '.target.tail == .target.head and .target.ring_used_bytes == 0' ||
+wait_status 60 '.target.head == 1500 and .target.tail == .target.head' ||
 	{ status alpha | jq -c .target; fail "the ring did not drain"; }
 oos=$(status alpha | jq '.peers[] | select(.name == "gamma") | .out_of_sync_regions')
 [ "$oos" -gt 0 ] || fail "gamma's regions not counted ($oos)"
-kill "$SIM_PID"; wait "$SIM_PID" || true
+wait "$SIM_PID" || true
 "$REPLCTL" dump-md --meta "$MD" --json | jq -e '.peers[] | select(.peer == "gamma") | .set_regions > 0' > /dev/null ||
 	fail "gamma's regions are not on the metadata device"
 "$REPLCTL" dump-md --meta "$MD" --json | jq -e '.peers[] | select(.peer == "beta") | .set_regions == 0' > /dev/null ||

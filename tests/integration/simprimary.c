@@ -6,7 +6,7 @@
  *   repl-simprimary -c <primary.conf> --dev <file> --seed S --count N
  *       [--max-kb K] [--region-mb R] [--flush-every M] [--fua-every M]
  *       [--discard-every M] [--ring-records N] [--check PEER=FILE]...
- *       [--rate-ms M] [--hold-ms M] [--gap-at I [--unlogged N]]
+ *       [--rate-ms M] [--hold-ms M] [--gap-at I [--unlogged N]] [--finish-ms M]
  *
  * It runs repld's manager in this process with a memory ring
  * (libreplring's producer side, the same layout and rules as the kernel),
@@ -72,6 +72,7 @@ struct sim {
 	uint64_t gap_at;		/* log a GAP before operation gap_at - 1 */
 	uint64_t unlogged;		/* ... and do not log the unlogged before it */
 	unsigned int rate_ms, hold_ms;
+	unsigned int finish_ms;		/* wait for the peers after the last op */
 	struct check checks[MAX_CHECKS];
 	unsigned int nr_checks;
 	atomic_bool sync;		/* the "target's" mode, set by the manager */
@@ -326,7 +327,7 @@ static void *sim_finisher(void *arg)
 
 	while (!atomic_load(&s->done))
 		usleep(20000);
-	deadline = mono_ms() + 60000;
+	deadline = mono_ms() + s->finish_ms;
 	for (;;) {
 		ring_get_info(s->ring, &ri);
 		/* the manager released everything: every peer has it durably */
@@ -336,8 +337,8 @@ static void *sim_finisher(void *arg)
 		if (atomic_load(&s->stopped))
 			return NULL;	/* stopped from outside (SIGTERM) */
 		if (mono_ms() > deadline) {
-			fprintf(stderr, "repl-simprimary: peers did not acknowledge everything in 60 s (released %" PRIu64 " of %" PRIu64 ")\n",
-				ri.release_seq, ri.prod_seq);
+			fprintf(stderr, "repl-simprimary: peers not in sync %u ms after the last operation (released %" PRIu64 " of %" PRIu64 ")\n",
+				s->finish_ms, ri.release_seq, ri.prod_seq);
 			atomic_store(&s->failed, true);
 			break;
 		}
@@ -365,10 +366,11 @@ int main(int argc, char **argv)
 		{ "hold-ms", required_argument, NULL, 'H' },
 		{ "gap-at", required_argument, NULL, 'G' },
 		{ "unlogged", required_argument, NULL, 'L' },
+		{ "finish-ms", required_argument, NULL, 'W' },
 		{ 0 },
 	};
 	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
-			 .hold_ms = 5000 };
+			 .hold_ms = 5000, .finish_ms = 60000 };
 	const char *cfgpath = NULL, *dev = NULL;
 	_cleanup_(manager_freep) struct manager *m = NULL;
 	struct config *cfg = NULL;
@@ -393,6 +395,7 @@ int main(int argc, char **argv)
 		case 'r': s.rate_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'H': s.hold_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'G': s.gap_at = strtoull(optarg, NULL, 0); break;
+		case 'W': s.finish_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'L': s.unlogged = strtoull(optarg, NULL, 0); break;
 		case 'C': {
 			const char *eq = strchr(optarg, '=');
