@@ -191,6 +191,9 @@ static void print_status(struct json_object *o)
 		       size ? used * 100 / size : 0, a, b);
 		if (!strncmp(jstr(t, "metadata"), "none", 4))
 			printf("    metadata:%s\n", jstr(t, "metadata"));
+		if (*jstr(t, "peer_bitmaps_error"))
+			printf("    peer bitmaps: cannot be written (%s): records held in the ring\n",
+			       jstr(t, "peer_bitmaps_error"));
 		printf("    records:%" PRIu64 "..%" PRIu64 " acked:%" PRIu64, ju64(t, "tail"),
 		       ju64(t, "head"), ju64(t, "acked"));
 		if (ju64(t, "dirty_regions"))
@@ -212,6 +215,8 @@ static void print_status(struct json_object *o)
 			       ju64(p, "lag_records"), a, ju64(p, "sent"), ju64(p, "received"),
 			       ju64(p, "written"), ju64(p, "durable"));
 			printf("    disk:%s", jstr(p, "disk"));
+			if (ju64(p, "out_of_sync_regions"))
+				printf(" out-of-sync-regions:%" PRIu64, ju64(p, "out_of_sync_regions"));
 			if (json_object_object_get_ex(p, "resync", &t)) {
 				char c[32];
 				int64_t eta = json_object_get_int64(json_object_object_get(t, "eta_s"));
@@ -226,6 +231,8 @@ static void print_status(struct json_object *o)
 					printf(" eta:%" PRId64 "s", eta);
 			}
 			printf("\n");
+			if (*jstr(p, "full_sync_reason") && strcmp(jstr(p, "disk"), "UpToDate"))
+				printf("    full sync needed: %s\n", jstr(p, "full_sync_reason"));
 			if (*jstr(p, "last_error") && strcmp(jstr(p, "connection"), "Connected"))
 				printf("    last error: %s\n", jstr(p, "last_error"));
 		}
