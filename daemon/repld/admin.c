@@ -273,6 +273,7 @@ void admin_status(struct primary *pri, struct json_object *o)
 		json_object_object_add(po, "connection", json_object_new_string(
 			rp->admin_down ? "StandAlone" : peer_state_name(p->state)));
 		json_object_object_add(po, "replication", json_object_new_string(
+			rp->behind && behind ? "Behind" :
 			behind ? "Inconsistent" :
 			p->state != PEER_UP ? "Off" :
 			rp->received >= ri.prod_seq ? "Established" : "Catching-up"));
@@ -304,6 +305,7 @@ void admin_status(struct primary *pri, struct json_object *o)
 		json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
 		json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
 		json_object_object_add(po, "holds_ring", json_object_new_boolean(rp->holds_ring));
+		json_object_object_add(po, "pulled_ahead", json_object_new_uint64(rp->pulled_ahead));
 		if (p->last_error[0])
 			json_object_object_add(po, "last_error",
 					       json_object_new_string(p->last_error));

@@ -72,6 +72,16 @@ static void peer_arm(struct peer *p, bool out)
 	loop_mod(p->loop, &p->ev, EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0));
 }
 
+void peer_abort(struct peer *p, const char *why)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+	/* a reset: nothing queued in the socket is sent after the close */
+	if (p->ev.fd >= 0)
+		(void)setsockopt(p->ev.fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	peer_close(p, why);
+}
+
 void peer_close(struct peer *p, const char *why)
 {
 	enum peer_state was = p->state;

@@ -101,6 +101,8 @@ void peer_fini(struct peer *p);
 void peer_connect(struct peer *p);
 /* Close, call ops->closed, and retry after the backoff. */
 void peer_close(struct peer *p, const char *why);
+/* The same, with a reset: nothing still in the socket is sent. */
+void peer_abort(struct peer *p, const char *why);
 /* The handshake is done: streaming, the backoff starts over. */
 void peer_set_up(struct peer *p);
 /* Connect again at once next time (a changed address, an admin request). */

@@ -199,6 +199,44 @@ static bool primary_before_sleep(struct role *r)
 
 /* ---- tick: reconnects, keepalives, timeouts, ring holding ---------------- */
 
+/*
+ * An async peer whose backlog (what it has not made durable) holds more
+ * than congestion-fill-pct of the ring stops holding it, so that neither
+ * the application nor the other peers ever wait for it: its connection is
+ * reset (its queue refers to ring pages about to be reused), the records
+ * go without it into its own bitmap, and it is Behind until the bitmap
+ * resync after its reconnection brings it back to streaming.
+ */
+static void primary_pull_ahead(struct primary *pri)
+{
+	const struct config *c = pri->env->cfg;
+	struct ring_info ri;
+
+	if (!c->congestion_fill_pct)
+		return;
+	ring_get_info(pri->ring, &ri);
+	for (unsigned int i = 0; i < pri->nr_replicas; i++) {
+		struct replica *rp = pri->replicas[i];
+		uint64_t recs, bytes;
+
+		if (rp->mode != MODE_ASYNC || rp->conn.state != PEER_UP || !rp->holds_ring)
+			continue;
+		recs = ri.prod_seq - rp->durable;
+		bytes = stream_ring_bytes(pri, rp->durable, ri.prod_seq);
+		if (recs * 100 <= (uint64_t)c->congestion_fill_pct * ri.nr_recs &&
+		    bytes * 100 <= (uint64_t)c->congestion_fill_pct * ri.data_size)
+			continue;
+		log_warning("%s: peer %s: congested (%" PRIu64 " records, %" PRIu64
+			    " bytes behind, more than %u%% of the ring): pulled ahead, it catches up by resync",
+			    pri->resource, rp->conn.cfg.name, recs, bytes, c->congestion_fill_pct);
+		rp->holds_ring = false;
+		rp->inconsistent = true;
+		rp->behind = true;
+		rp->pulled_ahead++;
+		peer_abort(&rp->conn, "congested: pulled ahead");
+	}
+}
+
 static void primary_tick(struct role *r, uint64_t now)
 {
 	struct primary *pri = primary_of(r);
@@ -225,6 +263,7 @@ static void primary_tick(struct role *r, uint64_t now)
 			}
 		}
 	}
+	primary_pull_ahead(pri);
 	stream_pump(pri);
 	stream_update_ring(pri);
 	stream_check_in_sync(pri);

@@ -48,6 +48,8 @@ struct replica {
 	bool holds_ring;		/* release waits for this peer */
 	bool inconsistent;		/* its copy has a hole: needs resync */
 	bool ever_connected;
+	bool behind;			/* pulled ahead: catching up by resync */
+	uint64_t pulled_ahead;		/* times */
 	int slot;			/* its out-of-sync bitmap (peerbits), or -1 */
 	const char *full_why;		/* untracked: why a resync must be full */
 

@@ -160,6 +160,10 @@ void stream_peer_in_sync(struct replica *rp)
 	struct primary *pri = rp->pri;
 
 	rp->full_why = NULL;
+	if (rp->behind)
+		log_info("%s: peer %s: caught up, streaming again", pri->resource,
+			 rp->conn.cfg.name);
+	rp->behind = false;
 	if (rp->slot < 0 || peerbits_tracked(pri->pb, rp->slot))
 		return;
 	if (peerbits_set_tracked(pri->pb, rp->slot) < 0)

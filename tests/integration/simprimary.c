@@ -81,6 +81,7 @@ struct sim {
 	atomic_bool stopped;		/* the manager returned */
 	atomic_bool failed;
 	uint64_t hold_timeouts, acked_waits, checked;
+	uint64_t space_timeouts;	/* ring full for longer than hold-ms */
 	uint64_t last_seq;
 	char sock[PATH_MAX];		/* repld's control socket */
 	/* like the target: after a hold timeout, stop waiting until the
@@ -128,12 +129,20 @@ static uint64_t mono_ms(void)
 static int sim_log(struct sim *s, uint16_t op, uint16_t flags, uint64_t sector,
 		   uint32_t nr, const void *payload, uint32_t len, uint64_t *seq)
 {
+	uint64_t t0 = 0;
 	int r;
 
 	for (;;) {
 		r = ring_mem_produce(s->ring, op, flags, sector, nr, payload, len, seq);
 		if (r != -EAGAIN)
 			return r;
+		/* the target would have overflowed by now */
+		if (!t0)
+			t0 = mono_ms();
+		else if (t0 != UINT64_MAX && mono_ms() - t0 > s->hold_ms) {
+			s->space_timeouts++;
+			t0 = UINT64_MAX;
+		}
 		if (atomic_load(&s->done))
 			return -ECANCELED;	/* the manager is gone */
 		r = ring_mem_wait_kick(s->ring, 1000);
@@ -468,8 +477,9 @@ int main(int argc, char **argv)
 	pthread_join(fin, NULL);
 	printf("repl-simprimary: %" PRIu64 " operations, last record %" PRIu64
 	       ", sync waits %" PRIu64 ", checked %" PRIu64 ", hold timeouts %" PRIu64
-	       ", mode changes %u: %s\n", s.count, s.last_seq, s.acked_waits, s.checked,
-	       s.hold_timeouts, atomic_load(&s.mode_changes),
+	       ", ring full too long %" PRIu64 ", mode changes %u: %s\n", s.count, s.last_seq,
+	       s.acked_waits, s.checked, s.hold_timeouts, s.space_timeouts,
+	       atomic_load(&s.mode_changes),
 	       atomic_load(&s.failed) ? "FAILED" : "ok");
 	return atomic_load(&s.failed) ? 1 : 0;
 }

@@ -149,7 +149,8 @@ static const char *const root_keys[] = {
 	"max-extents", "record-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
-	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb", NULL,
+	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
+	"congestion-fill-pct", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -367,6 +368,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	c->reconnect_max_ms = 5000;
 	c->checkpoint_ms = 1000;
 	c->drain_timeout_ms = 10000;
+	c->congestion_fill_pct = 50;
 	if ((r = cfg_uint(x, root, "ring-size-mb", 4, 4096, &c->ring_size_mb)) < 0 ||
 	    (r = cfg_uint(x, root, "hold-timeout-ms", 1, 60000, &c->hold_timeout_ms)) < 0 ||
 	    (r = cfg_uint_pow2(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
@@ -375,6 +377,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	    (r = cfg_uint_pow2(x, root, "record-kb", DM_REPL_MIN_RECORD_KB,
 			       DM_REPL_MAX_RECORD_KB, &c->record_kb)) < 0 ||
 	    (r = cfg_uint(x, root, "keepalive-ms", 50, 60000, &c->keepalive_ms)) < 0 ||
+	    (r = cfg_uint(x, root, "congestion-fill-pct", 0, 99, &c->congestion_fill_pct)) < 0 ||
 	    (r = cfg_uint(x, root, "peer-timeout-ms", 100, 600000, &c->peer_timeout_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "reconnect-max-ms", 10, 600000, &c->reconnect_max_ms)) < 0 ||

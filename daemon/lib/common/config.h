@@ -73,6 +73,9 @@ struct config {
 	unsigned int record_kb;		/* largest payload of one ring record */
 	enum on_peer_loss on_peer_loss;
 	unsigned int keepalive_ms;
+	/* an async peer whose backlog holds more of the ring is pulled ahead
+	 * (0: never) */
+	unsigned int congestion_fill_pct;
 	unsigned int peer_timeout_ms;
 	unsigned int reconnect_min_ms;
 	unsigned int reconnect_max_ms;
