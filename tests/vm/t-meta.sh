@@ -72,6 +72,21 @@ dd if=/tmp/meta.img of=/tmp/corrupt.img bs=1M status=none
 printf 'X' | dd of=/tmp/corrupt.img bs=1 seek=100 conv=notrunc status=none
 C=$(losetup -f --show /tmp/corrupt.img)
 refused "checksum mismatch" "$T $C async"
+# format version 1 (no peer area): refused with the way out; upgraded in
+# place, accepted; a future version refused
+MDV=$DMREPL_BUILD_DIR/tests/tools/repl-mdversion
+dd if=/tmp/meta.img of=/tmp/v1.img bs=1M status=none
+"$MDV" /tmp/v1.img 1 || fail "repl-mdversion"
+V=$(losetup -f --show /tmp/v1.img)
+refused "Metadata format version 1: run 'replctl upgrade-md'" "$T $V async"
+"$REPLCTL" dump-md --meta "$V" 2> /tmp/err && fail "dump-md read version 1"
+grep -q "upgrade-md" /tmp/err || fail "dump-md: unclear: $(cat /tmp/err)"
+"$REPLCTL" upgrade-md --meta "$V" || fail "upgrade-md"
+dmsetup create r0 --table "$T $V async" || fail "upgraded metadata refused"
+dmsetup remove r0
+"$MDV" /tmp/v1.img 3 || fail "repl-mdversion"
+refused "Metadata format version not supported" "$T $V async"
+losetup -d "$V"
 dmsetup create r0 --table "$T $M async 4 ring_size_mb 16 extent_kb 64" || fail "good metadata refused"
 dmesg -C
 dmsetup create r1 --table "0 $SZ repl /dev/vdb $M async" 2>/dev/null && fail "metadata shared by two devices"
@@ -83,7 +98,7 @@ dmsetup table r0 | grep -q " $(stat -Lc '%Hr:%Lr' "$M") async " ||
 	fail "table does not name the metadata device: $(dmsetup table r0)"
 [ "$(repl_st r0 meta)" = ok ] || fail "meta state $(repl_st r0 meta)"
 md | jq -e '.clean == false and .role == "primary"' > /dev/null || fail "superblock not marked in use by a primary: $(md | jq -c '[.clean, .role]')"
-pass "metadata refused when missing, too small, foreign, of another geometry, corrupt or in use"
+pass "metadata refused when missing, too small, foreign, of another geometry, corrupt, of another format version or in use"
 
 # --- bits durable before the write completes; already-set regions cost nothing
 w0=$(meta_writes)

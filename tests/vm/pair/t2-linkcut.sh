@@ -60,6 +60,11 @@ log "sync mode after the cut: $((b1 - b0)) writes in 3 s"
 ((b1 > b0)) || fail "no progress after returning to sync"
 gstatus a '[.target.state, .target.mode] | join(" ")'
 [[ $ST == "ok sync" ]] || fail "target '$ST' under load after the return, expected 'ok sync'"
+# the writes the hold timeout released reached the peer from the ring: no
+# region stays out of sync, and status never says UpToDate beside one
+gstatus a '[.target.dirty_regions, .peers[0].out_of_sync_regions // 0, .peers[0].disk] | join(" ")'
+log "after the cut: target dirty regions, peer out of sync, peer disk: $ST"
+[[ $ST == "0 0 UpToDate" ]] || fail "status contradicts itself or a region stays dirty: $ST"
 
 pair_load_stop
 log "the workload stopped at write $ACKED"
