@@ -178,6 +178,14 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 			    pri->resource, p->cfg.name, pg.current, h->stream_id, h->resume_seq);
 		rp->inconsistent = true;
 		resume = tail;
+	} else if ((v == GV_SAME || v == GV_BITMAP) && !rp->full_why) {
+		/* an Inconsistent copy of ours (a resync interrupted, a hole):
+		 * its tracked bitmap still holds every region it lacks, since
+		 * only what was durable on it was cleared */
+		log_warning("%s: peer %s: its copy is Inconsistent (an interrupted resync, or a hole): bitmap resync of the regions it lacks",
+			    pri->resource, p->cfg.name);
+		rp->inconsistent = true;
+		resume = tail;
 	} else if (v == GV_FULL && !pg.current && c->skip_initial_sync && tail == 0) {
 		/* a new secondary, the administrator says both devices were
 		 * equal (zeroed) when the target was created, and the ring

@@ -135,9 +135,11 @@ static void primary_peer_closed(struct peer *p, enum peer_state was, const char 
 	struct replica *rp = replica_of(p);
 	struct primary *pri = rp->pri;
 
-	/* a peer that was in the stream is not any more: a new generation
-	 * begins at the next write */
-	if (was == PEER_UP && !pri->rotate_pending && pri->ring) {
+	/* a peer that was in sync in the stream is not any more: a new
+	 * generation begins at the next write (one that was not in sync holds
+	 * an older generation, already kept as the bitmap's or the history:
+	 * a rotation for it would push that out and make it unrelated) */
+	if (was == PEER_UP && !rp->inconsistent && !pri->rotate_pending && pri->ring) {
 		pri->rotate_pending = true;
 		pri->rotate_mark = ring_prod(pri->ring);
 	}
@@ -229,11 +231,12 @@ static void primary_pull_ahead(struct primary *pri)
 		log_warning("%s: peer %s: congested (%" PRIu64 " records, %" PRIu64
 			    " bytes behind, more than %u%% of the ring): pulled ahead, it catches up by resync",
 			    pri->resource, rp->conn.cfg.name, recs, bytes, c->congestion_fill_pct);
+		/* closed while still counted in sync: a new generation follows */
+		peer_abort(&rp->conn, "congested: pulled ahead");
 		rp->holds_ring = false;
 		rp->inconsistent = true;
 		rp->behind = true;
 		rp->pulled_ahead++;
-		peer_abort(&rp->conn, "congested: pulled ahead");
 	}
 }
 
