@@ -371,10 +371,8 @@ static void stream_fill(struct replica *rp, uint64_t prod)
 		}
 		if (rec->op == DM_REPL_OP_GAP) {
 			/* the kernel stopped logging for a while: a hole */
-			if (!rp->inconsistent)
-				log_warning("%s: peer %s: the ring overflowed (GAP at record %" PRIu64
-					    "): it needs a resync", pri->resource, p->cfg.name,
-					    rp->cursor);
+			log_warning("%s: peer %s: the ring overflowed (GAP at record %" PRIu64
+				    "): it needs a resync", pri->resource, p->cfg.name, rp->cursor);
 			rp->inconsistent = true;
 			if (rp->rs)
 				rp->rs_again = true;	/* new regions in the bitmap */

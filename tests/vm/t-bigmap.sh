@@ -67,9 +67,9 @@ step() {
 	[ "$max" -lt "$LIMIT_MS" ] || slow="$slow $name:${max}ms"
 }
 
-truncate -s $((N / 8 + (64 << 10))) /tmp/meta.img
+truncate -s $((2 * (N / 8) + (64 << 10))) /tmp/meta.img
 M=$(losetup -f --show /tmp/meta.img)
-"$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 --region-kb 4 > /dev/null || fail "create-md"
+"$REPLCTL" create-md --meta "$M" --data "$A" --resource r0 --region-kb 4 --max-peers 1 > /dev/null || fail "create-md"
 dmsetup create r0 --table "0 $SZ repl $A $M async 6 region_kb 4 ring_size_mb 16 hold_timeout_ms 300" ||
 	fail "create r0"
 

@@ -14,7 +14,8 @@ MiB=1048576
 truncate -s 8M /tmp/meta.img
 M=$(losetup -f --show /tmp/meta.img)
 "$REPLCTL" create-md --meta "$M" --data /dev/vda --resource r0 > /dev/null || fail "create-md"
-RING_MB=8 HOLD_MS=500 repld_configs async meta-device="$M"
+# no pull-ahead: the async peer holds the ring until it overflows
+RING_MB=8 HOLD_MS=500 repld_configs async meta-device="$M" congestion-fill-pct=0
 repld_start
 
 # --- throttle the link: the ring fills, overflows, the bitmap takes over
