@@ -403,6 +403,27 @@ static int md_open_excl(const char *meta_path, char *err, size_t errlen)
 	return fd;
 }
 
+/* Opened exclusively, its superblock block read into *block (free it). */
+static int md_open_sb(const char *meta_path, uint8_t **block, char *err, size_t errlen)
+{
+	int fd = md_open_excl(meta_path, err, errlen), r;
+
+	if (fd < 0)
+		return fd;
+	if (posix_memalign((void **)block, 4096, DM_REPL_MD_SB_BYTES)) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r = pread_all(fd, *block, DM_REPL_MD_SB_BYTES, 0);
+	if (r < 0) {
+		snprintf(err, errlen, "%s: cannot read the superblock: %s", meta_path, strerror(-r));
+		free(*block);
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 static int md_check_max_peers(unsigned int *max_peers, char *err, size_t errlen)
 {
 	if (!*max_peers)
@@ -509,17 +530,12 @@ int md_upgrade(const char *meta_path, unsigned int max_peers, char *err, size_t 
 	}
 	if (r != -EPROTO)
 		return r;
-	fd = md_open_excl(meta_path, err, errlen);
+	fd = md_open_sb(meta_path, &block, err, errlen);
 	if (fd < 0)
 		return fd;
-	if (posix_memalign((void **)&block, 4096, DM_REPL_MD_SB_BYTES)) {
-		close(fd);
-		return -ENOMEM;
-	}
-	r = pread_all(fd, block, DM_REPL_MD_SB_BYTES, 0);
-	if (r < 0 || dmdev_size_sectors(fd, &size) < 0) {
-		snprintf(err, errlen, "%s: cannot read the superblock", meta_path);
-		r = r < 0 ? r : -EIO;
+	if (dmdev_size_sectors(fd, &size) < 0) {
+		snprintf(err, errlen, "%s: cannot read its size", meta_path);
+		r = -EIO;
 		goto out;
 	}
 	memcpy(&sb, block, sizeof(sb));
@@ -615,16 +631,9 @@ int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, uin
 	r = md_read(meta_path, false, &mi, err, errlen);
 	if (r < 0)
 		return r;
-	fd = md_open_excl(meta_path, err, errlen);
+	fd = md_open_sb(meta_path, &block, err, errlen);
 	if (fd < 0)
 		return fd;
-	if (posix_memalign((void **)&block, 4096, DM_REPL_MD_SB_BYTES)) {
-		close(fd);
-		return -ENOMEM;
-	}
-	r = pread_all(fd, block, DM_REPL_MD_SB_BYTES, 0);
-	if (r < 0)
-		goto fail;
 	if (clear_bitmap) {
 		r = md_zero(fd, mi.bitmap_offset, mi.bitmap_bytes);
 		if (r == 0)
