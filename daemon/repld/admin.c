@@ -265,7 +265,7 @@ void admin_status(struct primary *pri, struct json_object *o)
 		uint64_t from = p->state == PEER_UP ? rp->received : rp->durable;
 		uint64_t lag_bytes = stream_ring_bytes(pri, from, ri.prod_seq);
 		uint64_t oos = stream_peer_oos(rp);
-		bool behind = rp->inconsistent || oos;
+		bool lacking = rp->inconsistent || oos;
 
 		json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
 		json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
@@ -273,14 +273,14 @@ void admin_status(struct primary *pri, struct json_object *o)
 		json_object_object_add(po, "connection", json_object_new_string(
 			rp->admin_down ? "StandAlone" : peer_state_name(p->state)));
 		json_object_object_add(po, "replication", json_object_new_string(
-			rp->behind && behind ? "Behind" :
-			behind ? "Inconsistent" :
+			rp->behind && lacking ? "Behind" :
+			lacking ? "Inconsistent" :
 			p->state != PEER_UP ? "Off" :
 			rp->received >= ri.prod_seq ? "Established" : "Catching-up"));
 		/* never UpToDate while a region is known to differ, nor before
 		 * it joined our generation */
 		json_object_object_add(po, "disk", json_object_new_string(
-			behind ? "Inconsistent" : rp->join_pending ? "Consistent" : "UpToDate"));
+			lacking ? "Inconsistent" : rp->join_pending ? "Consistent" : "UpToDate"));
 		json_object_object_add(po, "out_of_sync_regions", json_object_new_uint64(oos));
 		json_object_object_add(po, "bitmap_tracked", json_object_new_boolean(!rp->full_why));
 		if (rp->full_why)

@@ -210,6 +210,19 @@ int stream_assign_slots(struct primary *pri)
  * failed local writes): move it into every peer's bitmap, durably, then
  * clear it in the target, so that one peer's resync clears only its own.
  */
+/* The next run of set bits at or after *r in b (n bits): its start, *r past it. */
+static uint64_t stream_next_run(const uint8_t *b, uint64_t n, uint64_t *r)
+{
+	uint64_t start;
+
+	while (*r < n && !(b[*r >> 3] & (1U << (*r & 7))))
+		(*r)++;
+	start = *r;
+	while (*r < n && (b[*r >> 3] & (1U << (*r & 7))))
+		(*r)++;
+	return start;
+}
+
 static void stream_take_target_bits(struct primary *pri)
 {
 	struct dm_repl_dirty d;
@@ -229,9 +242,11 @@ static void stream_take_target_bits(struct primary *pri)
 		free(b);
 		return;
 	}
-	for (r = 0; r < d.nr_regions; r++)
-		if (b[r >> 3] & (1U << (r & 7)))
-			peerbits_mark(pri->pb, -1, r, 1);
+	for (r = 0; r < d.nr_regions;) {
+		start = stream_next_run(b, d.nr_regions, &r);
+		if (r > start)
+			peerbits_mark(pri->pb, -1, start, r - start);
+	}
 	for (unsigned int i = 0; i < pri->nr_replicas; i++) {
 		struct replica *rp = pri->replicas[i];
 
@@ -247,11 +262,7 @@ static void stream_take_target_bits(struct primary *pri)
 		return;
 	}
 	for (r = 0; r < d.nr_regions;) {
-		while (r < d.nr_regions && !(b[r >> 3] & (1U << (r & 7))))
-			r++;
-		start = r;
-		while (r < d.nr_regions && (b[r >> 3] & (1U << (r & 7))))
-			r++;
+		start = stream_next_run(b, d.nr_regions, &r);
 		/* EAGAIN: marked meanwhile; those stay for the next time */
 		if (r > start && ring_clear_dirty(pri->ring, start, r - start, d.dirty_gen) < 0)
 			break;
