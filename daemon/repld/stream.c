@@ -270,12 +270,36 @@ static void stream_take_target_bits(struct primary *pri)
 	free(b);
 }
 
+/* Some peer that does not hold the ring gets the regions of released records. */
+static bool stream_must_mark(const struct primary *pri)
+{
+	unsigned int i;
+
+	for (i = 0; i < pri->nr_replicas; i++)
+		if (!pri->replicas[i]->holds_ring && !pri->replicas[i]->removed)
+			return true;
+	return false;
+}
+
+static bool stream_ring_update(struct primary *pri, uint64_t release, uint64_t ack)
+{
+	int r = ring_update(pri->ring, release, ack);
+
+	if (r < 0) {
+		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
+				pri->resource, release, ack);
+		return false;
+	}
+	pri->released = release;
+	pri->acked = ack;
+	return true;
+}
+
 void stream_update_ring(struct primary *pri)
 {
 	uint64_t prod = ring_prod(pri->ring), release = prod, ack = prod;
 	bool any_sync = false;
 	unsigned int i;
-	int r;
 
 	for (i = 0; i < pri->nr_replicas; i++) {
 		struct replica *rp = pri->replicas[i];
@@ -298,18 +322,17 @@ void stream_update_ring(struct primary *pri)
 		ack = pri->acked;
 	if (release == pri->released && ack == pri->acked)
 		return;
-	if (release > pri->released && !stream_mark_released(pri, release))
-		release = pri->released;	/* not durable: hold them */
+	if (release > pri->released) {
+		/* the sync writes do not wait for a bitmap write */
+		if (ack > pri->acked && stream_must_mark(pri) &&
+		    !stream_ring_update(pri, pri->released, ack))
+			return;
+		if (!stream_mark_released(pri, release))
+			release = pri->released;	/* not durable: hold them */
+	}
 	if (release == pri->released && ack == pri->acked)
 		return;
-	r = ring_update(pri->ring, release, ack);
-	if (r < 0) {
-		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
-				pri->resource, release, ack);
-		return;
-	}
-	pri->released = release;
-	pri->acked = ack;
+	stream_ring_update(pri, release, ack);
 }
 
 /* ---- replicas ------------------------------------------------------------------- */
