@@ -10,8 +10,12 @@
  * Acks.  Hash requests and resync flushes wait until everything received
  * before them is written, then read / fdatasync synchronously.
  *
- * One primary at a time; a new connection from the configured primary
- * replaces a stale one (a primary that lost power sends no FIN).  The
+ * One primary at a time.  A new connection waits among a few candidates
+ * (from a host some configured primary may connect from, a Hello within
+ * peer-timeout-ms) and replaces the current one only with a Hello this
+ * node accepts: a stale connection (a primary that lost power sends no
+ * FIN) goes, while bare connects and half-finished handshakes displace
+ * nothing.  The
  * resume point (stream id + every record below it durable) is kept in
  * <state-dir>/<resource>.state (state.c), written atomically when it
  * advances.  Resync requests wait in resync-target.c for their turn.
@@ -49,6 +53,9 @@
 #define CONN_OUT	(64 * 1024)
 #define XL_MAX		65536U	/* segments of the sequence translation */
 #define SEC_MAX_LISTEN	8
+#define SEC_MAX_CANDS	4		/* connections waiting for their Hello */
+#define SEC_REFUSED_LOG_MS 10000	/* refused connections: one log line per interval */
+#define SEC_REFUSED_WHYS 8		/* and per reason, of this many recent reasons */
 
 struct secondary;
 
@@ -59,6 +66,7 @@ struct conn {
 	bool paused;			/* not reading: the engine is out of buffers */
 	bool want_out;
 	bool closing;			/* Error queued: close once it is sent */
+	bool cand;			/* a candidate: no Hello accepted yet */
 	struct wire_reader rd;
 	char node[CONFIG_NAME_MAX + 1];
 	char addr[64];
@@ -117,6 +125,13 @@ struct secondary {
 	unsigned int nr_listen;
 	struct sec_listen listen[SEC_MAX_LISTEN];
 	struct conn *conn;		/* the primary, when connected */
+	struct conn *cands[SEC_MAX_CANDS];	/* new connections before their Hello */
+	struct sec_refusal {
+		char why[128];
+		uint64_t log_ms;	/* when it was last logged */
+		uint64_t quiet;		/* refusals for it not logged since */
+	} refusals[SEC_REFUSED_WHYS];
+	uint64_t refused;		/* connections refused before their Hello */
 	struct apply *apply;
 	struct ev ev_apply;
 	struct genstore gs;
@@ -259,15 +274,63 @@ static void conn_arm(struct conn *c)
 	loop_mod(c->s->env->loop, &c->ev, ev);
 }
 
-static void conn_close(struct secondary *s, const char *why)
+/*
+ * A connection refused before its Hello: logged with its address once per
+ * interval and reason (a loop of connects must not flood the log), counted
+ * always.
+ */
+static void sec_log_refused(struct secondary *s, const char *node, const char *addr,
+			    const char *why)
 {
-	struct conn *c = s->conn;
+	struct sec_refusal *e = NULL;
+	uint64_t now = loop_now_ms();
+	unsigned int i;
+
+	s->refused++;
+	for (i = 0; i < SEC_REFUSED_WHYS && !e; i++)
+		if (!strncmp(why, s->refusals[i].why, sizeof(e->why) - 1))
+			e = &s->refusals[i];
+	if (e && now - e->log_ms < SEC_REFUSED_LOG_MS) {
+		e->quiet++;
+		return;
+	}
+	if (!e) {
+		/* a new reason takes the place of the one logged longest ago */
+		e = &s->refusals[0];
+		for (i = 1; i < SEC_REFUSED_WHYS; i++)
+			if (s->refusals[i].log_ms < e->log_ms)
+				e = &s->refusals[i];
+		snprintf(e->why, sizeof(e->why), "%s", why);
+		e->quiet = 0;
+	}
+	if (!node[0])
+		node = "?";
+	if (e->quiet)
+		log_warning("%s: refusing primary %s (%s): %s (and %" PRIu64 " more times since it was last logged)",
+			    s->resource, node, addr, why, e->quiet);
+	else
+		log_warning("%s: refusing primary %s (%s): %s", s->resource, node, addr, why);
+	e->log_ms = now;
+	e->quiet = 0;
+}
+
+/* Close connection c: the primary's or a candidate. */
+static void conn_drop(struct secondary *s, struct conn *c, const char *why)
+{
+	unsigned int i;
 
 	if (!c)
 		return;
-	if (why)
+	if (why && c->cand)
+		sec_log_refused(s, c->node, c->addr, why);
+	else if (why)
 		log_warning("%s: primary %s (%s): connection closed: %s", s->resource,
 			    c->node[0] ? c->node : "?", c->addr, why);
+	if (s->conn == c)
+		s->conn = NULL;
+	for (i = 0; i < SEC_MAX_CANDS; i++)
+		if (s->cands[i] == c)
+			s->cands[i] = NULL;
 	loop_del(s->env->loop, &c->ev);
 	close(c->ev.fd);
 	wire_reader_free(&c->rd);
@@ -275,7 +338,11 @@ static void conn_close(struct secondary *s, const char *why)
 		apply_buf_put(s->apply, c->pending);
 	free(c->bm);
 	free(c);
-	s->conn = NULL;
+}
+
+static void conn_close(struct secondary *s, const char *why)
+{
+	conn_drop(s, s->conn, why);
 }
 
 static void conn_flush(struct conn *c)
@@ -294,7 +361,7 @@ static void conn_flush(struct conn *c)
 				}
 				return;
 			}
-			conn_close(c->s, strerror(errno));
+			conn_drop(c->s, c, strerror(errno));
 			return;
 		}
 		c->out_off += (size_t)n;
@@ -302,7 +369,7 @@ static void conn_flush(struct conn *c)
 	}
 	c->out_off = c->out_len = 0;
 	if (c->closing) {
-		conn_close(c->s, NULL);
+		conn_drop(c->s, c, NULL);
 		return;
 	}
 	if (c->want_out) {
@@ -327,8 +394,11 @@ static void conn_send_error(struct conn *c, Dmrepl__V1__Error__Code code, const 
 	uint8_t *b = conn_out_space(c, 512);
 	ssize_t n;
 
-	log_warning("%s: refusing primary %s (%s): %s", c->s->resource,
-		    c->node[0] ? c->node : "?", c->addr, reason);
+	if (c->cand)
+		sec_log_refused(c->s, c->node, c->addr, reason);
+	else
+		log_warning("%s: refusing primary %s (%s): %s", c->s->resource,
+			    c->node[0] ? c->node : "?", c->addr, reason);
 	if (b) {
 		n = wire_encode_error(b, 512, code, reason);
 		if (n > 0)
@@ -458,10 +528,10 @@ static int secondary_engine_start(struct secondary *s)
 /* The wire reader asks where a payload goes: an aligned engine buffer. */
 static void *conn_payload_buf(void *ctx, const Dmrepl__V1__Data *d)
 {
-	struct secondary *s = ctx;
-	struct conn *c = s->conn;
+	struct conn *c = ctx;
+	struct secondary *s = c->s;
 
-	if (!c || !s->apply)
+	if (c != s->conn || !s->apply)
 		return NULL;
 	if (!c->pending && apply_buf_get(s->apply, d->payload_len, &c->pending) < 0)
 		return NULL;
@@ -590,30 +660,41 @@ static const char *sec_primary_refusal(const struct config *cfg, const char *nod
 	return NULL;
 }
 
+/* Why a Hello on c is refused (and the Error code), NULL if it is accepted. */
+static const char *sec_hello_refusal(const struct secondary *s, const struct conn *c,
+				     const Dmrepl__V1__Hello *h, Dmrepl__V1__Error__Code *code)
+{
+	const char *why;
+
+	*code = DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER;
+	if (h->protocol_version != WIRE_PROTOCOL_VERSION) {
+		*code = DMREPL__V1__ERROR__CODE__CODE_VERSION;
+		return "protocol version not supported (this node speaks 1)";
+	}
+	if (h->role != DMREPL__V1__ROLE__ROLE_PRIMARY || strcmp(h->resource, s->resource))
+		return "node or resource not configured here";
+	why = sec_primary_refusal(s->env->cfg, h->node, &c->sa);
+	if (why)
+		return why;
+	if (h->device_sectors > s->dev_sectors) {
+		*code = DMREPL__V1__ERROR__CODE__CODE_SIZE;
+		return "the device here is smaller than the primary's";
+	}
+	return NULL;
+}
+
 static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__Hello *h)
 {
+	Dmrepl__V1__Error__Code code;
 	const char *why;
 	uint8_t *b;
 	ssize_t n;
 	int r;
 
-	if (h->protocol_version != WIRE_PROTOCOL_VERSION) {
-		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_VERSION,
-				"protocol version not supported (this node speaks 1)");
-		return;
-	}
 	snprintf(c->node, sizeof(c->node), "%s", h->node);
-	if (h->role != DMREPL__V1__ROLE__ROLE_PRIMARY || strcmp(h->resource, s->resource))
-		why = "node or resource not configured here";
-	else
-		why = sec_primary_refusal(s->env->cfg, h->node, &c->sa);
+	why = sec_hello_refusal(s, c, h, &code);
 	if (why) {
-		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_UNKNOWN_PEER, why);
-		return;
-	}
-	if (h->device_sectors > s->dev_sectors) {
-		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_SIZE,
-				"the device here is smaller than the primary's");
+		conn_send_error(c, code, why);
 		return;
 	}
 	/* finish what the previous connection left in the engine */
@@ -1130,6 +1211,96 @@ static void secondary_apply_event(struct ev *ev, uint32_t events)
 	}
 }
 
+/*
+ * A candidate's first frame must be a Hello this node accepts; only then
+ * does it become the primary's connection, in place of the current one.
+ */
+static void cand_read(struct secondary *s, struct conn *c)
+{
+	Dmrepl__V1__Error__Code code;
+	struct wire_msg msg;
+	const char *why;
+	int r;
+
+	for (;;) {
+		r = wire_reader_next(&c->rd, &msg);
+		if (r == 0) {
+			r = wire_reader_fill(&c->rd, c->ev.fd);
+			if (r == -EAGAIN)
+				return;
+			if (r <= 0) {
+				conn_drop(s, c, r ? strerror(-r) : "closed before its Hello");
+				return;
+			}
+			c->last_rx_ms = loop_now_ms();
+			continue;
+		}
+		if (r < 0 || msg.frame->msg_case != DMREPL__V1__FRAME__MSG_HELLO) {
+			conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
+					"the first frame must be a Hello");
+			return;
+		}
+		why = sec_hello_refusal(s, c, msg.frame->hello, &code);
+		if (why) {
+			snprintf(c->node, sizeof(c->node), "%s", msg.frame->hello->node);
+			conn_send_error(c, code, why);
+			return;
+		}
+		break;
+	}
+	for (unsigned int i = 0; i < SEC_MAX_CANDS; i++)
+		if (s->cands[i] == c)
+			s->cands[i] = NULL;
+	if (s->conn)
+		conn_close(s, "replaced by a new connection of the primary");
+	c->cand = false;
+	c->ev.fn = secondary_conn_event;
+	s->conn = c;
+	conn_hello(s, c, msg.frame->hello);
+	if (s->conn == c)
+		conn_read(s);	/* what followed the Hello */
+}
+
+static void secondary_cand_event(struct ev *ev, uint32_t events)
+{
+	struct conn *c = container_of(ev, struct conn, ev);
+
+	if (events & EPOLLOUT)
+		conn_flush(c);
+	else if (!c->closing)
+		cand_read(c->s, c);
+}
+
+/*
+ * A new candidate takes a free slot; when there is none, the slot of the
+ * oldest candidate from the same host, else the oldest one: a host that
+ * keeps connecting recycles its own slots and cannot push out the
+ * primary's connection before its Hello.
+ */
+static void sec_cand_add(struct secondary *s, struct conn *c)
+{
+	struct conn **slot = NULL, **same = NULL;
+	unsigned int i;
+
+	for (i = 0; i < SEC_MAX_CANDS; i++) {
+		struct conn *o = s->cands[i];
+
+		if (!o) {
+			slot = &s->cands[i];
+			break;
+		}
+		if (sock_same_host(&o->sa, &c->sa) && (!same || o->since_ms < (*same)->since_ms))
+			same = &s->cands[i];
+		if (!slot || o->since_ms < (*slot)->since_ms)
+			slot = &s->cands[i];
+	}
+	if (*slot && same)
+		slot = same;
+	if (*slot)
+		conn_drop(s, *slot, "too many connections waiting for their Hello");
+	*slot = c;
+}
+
 static void secondary_listen_event(struct ev *ev, uint32_t events)
 {
 	struct secondary *s = container_of(ev, struct sec_listen, ev)->s;
@@ -1142,7 +1313,7 @@ static void secondary_listen_event(struct ev *ev, uint32_t events)
 	if (fd < 0)
 		return;
 	c = calloc(1, sizeof(*c));
-	if (!c || wire_reader_init(&c->rd, conn_payload_buf, s) < 0) {
+	if (!c || wire_reader_init(&c->rd, conn_payload_buf, c) < 0) {
 		free(c);
 		close(fd);
 		return;
@@ -1150,15 +1321,13 @@ static void secondary_listen_event(struct ev *ev, uint32_t events)
 	c->sa = sa;
 	sock_host_text(&sa, c->addr, sizeof(c->addr));
 	sock_tune(fd);
-	/* a new connection replaces the old one (the primary reconnected) */
-	if (s->conn)
-		conn_close(s, "replaced by a new connection");
 	c->s = s;
-	c->ev = (struct ev) { .fd = fd, .fn = secondary_conn_event };
+	c->cand = true;
+	c->ev = (struct ev) { .fd = fd, .fn = secondary_cand_event };
 	c->last_rx_ms = c->last_tx_ms = c->since_ms = loop_now_ms();
-	s->conn = c;
+	sec_cand_add(s, c);
 	if (loop_add(s->env->loop, &c->ev, EPOLLIN | EPOLLRDHUP) < 0)
-		conn_close(s, "epoll");
+		conn_drop(s, c, "epoll");
 }
 
 static void secondary_tick(struct role *r, uint64_t now)
@@ -1176,6 +1345,9 @@ static void secondary_tick(struct role *r, uint64_t now)
 		secondary_persist(s, true);
 		sec_resync_run(s);
 	}
+	for (unsigned int i = 0; i < SEC_MAX_CANDS; i++)
+		if (s->cands[i] && now - s->cands[i]->since_ms > cfg->peer_timeout_ms)
+			conn_drop(s, s->cands[i], "no Hello within peer-timeout-ms");
 	c = s->conn;
 	if (c) {
 		if (!c->up && now - c->since_ms > cfg->peer_timeout_ms) {
@@ -1252,6 +1424,8 @@ static void secondary_free(struct role *r)
 	unsigned int i;
 
 	conn_close(s, NULL);
+	for (i = 0; i < SEC_MAX_CANDS; i++)
+		conn_drop(s, s->cands[i], NULL);
 	secondary_engine_stop(s);
 	for (i = 0; i < s->nr_listen; i++) {
 		loop_del(s->env->loop, &s->listen[i].ev);
@@ -1337,6 +1511,7 @@ static void secondary_status(struct role *r, struct json_object *o)
 	struct secondary *s = secondary_of(r);
 	struct json_object *po = json_object_new_object();
 	struct apply_progress p = { 0 };
+	uint64_t n;
 
 	json_object_object_add(o, "generation", genstore_json(&s->gens));
 	if (s->apply)
@@ -1364,6 +1539,11 @@ static void secondary_status(struct role *r, struct json_object *o)
 		s->apply ? p.durable : s->state_durable));
 	json_object_object_add(po, "connects", json_object_new_uint64(s->primary_connects));
 	json_object_object_add(o, "primary", po);
+	n = 0;
+	for (unsigned int i = 0; i < SEC_MAX_CANDS; i++)
+		n += s->cands[i] != NULL;
+	json_object_object_add(o, "pending_connections", json_object_new_uint64(n));
+	json_object_object_add(o, "refused_connections", json_object_new_uint64(s->refused));
 }
 
 /*

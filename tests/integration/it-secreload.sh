@@ -16,7 +16,8 @@ wait_status 10 '.peers[0].connection == "Connected"' ||
 
 sec_status() { "$REPLCTL" --json -s "$T/beta.sock" status; }
 connects() { status alpha | jq -r '.peers[0].connects'; }
-refusals() { grep -c "refusing primary alpha (127.0.0.1): $1" beta.log || true; }
+# connections beta refused (the log says why once per interval, status counts them all)
+refusals() { sec_status | jq -r .refused_connections; }
 
 # not_allowed WHY SED-EXPRESSION : beta's configuration edited so that the
 # primary is not allowed, SIGHUP; beta must drop it, saying WHY, refuse its
@@ -48,6 +49,8 @@ not_allowed() {
 	[ "$sum0" = "$sum1" ] || fail "beta's device changed after it dropped the primary ($why)"
 	[ "$(sec_status | jq -r .primary.connection)" = Connecting ] ||
 		fail "beta says it is connected ($why): $(sec_status | jq -c .primary)"
+	grep -q "refusing primary alpha (127.0.0.1): $why" beta.log ||
+		{ tail -n 5 beta.log; fail "beta did not say why it refused the primary's reconnects ($why)"; }
 	log "beta dropped the primary and refused it $(($(refusals "$why") - before)) times: $why"
 }
 

@@ -1,0 +1,61 @@
+#!/bin/bash
+# Bare TCP connects, connections that never say Hello, half-sent frames,
+# garbage, Hellos of nodes, resources or protocol versions that are not
+# configured here or for a larger device, in a loop against a
+# secondary while the primary streams sync writes to it: the primary's
+# connection is never displaced (the connect counters on both sides stay
+# where they were), no sync write waits for the hold timeout, at most a
+# few connections wait for their Hello at any time, every refusal is
+# counted in status but logged once per interval and reason, not once per
+# attempt; the copy ends byte-equal.
+. "$(dirname "$0")/lib.sh"
+secondary beta
+primary_config beta:sync
+sim_start --seed 41 --count 3000 --max-kb 16 --flush-every 40 --rate-ms 2 --hold-ms 3000 \
+	--check beta=beta.img
+wait_status 10 '.peers[0].connection == "Connected"' ||
+	{ cat sim.out beta.log; fail "beta did not connect"; }
+c0=$(status alpha | jq .peers[0].connects)
+b0=$(status beta | jq .primary.connects)
+port=${SEC_PORT[beta]}
+
+rounds=0 most=0 idle=()
+while kill -0 "$SIM_PID" 2> /dev/null; do
+	# a bare connect, closed at once
+	exec {fd}<> "/dev/tcp/127.0.0.1/$port" && exec {fd}>&-
+	# one that stays open without a word (eight at a time)
+	exec {fd}<> "/dev/tcp/127.0.0.1/$port" && idle+=("$fd")
+	if ((${#idle[@]} > 8)); then
+		eval "exec ${idle[0]}>&-"
+		idle=("${idle[@]:1}")
+	fi
+	# half a frame header
+	exec {fd}<> "/dev/tcp/127.0.0.1/$port" && printf '\0\0' >&"$fd" && exec {fd}>&-
+	for c in garbage oversized version unknown-node wrong-resource too-big-device data-before-hello; do
+		"$BADPEER" "127.0.0.1:$port" $c --sectors 131072 > /dev/null ||
+			fail "case $c: not refused"
+	done
+	c1=$(status alpha 2> /dev/null | jq -r '.peers[0].connects' 2> /dev/null) || c1=$c0
+	n=$(status beta | jq ".pending_connections // 0")
+	((n > most)) && most=$n
+	rounds=$((rounds + 1))
+done
+for fd in "${idle[@]}"; do eval "exec $fd>&-"; done
+wait "$SIM_PID" || { tail -n 5 sim.out; fail "the sim primary failed"; }
+tail -n 1 sim.out
+b1=$(status beta | jq .primary.connects)
+refused=$(status beta | jq ".refused_connections // 0")
+lines=$(grep -c "refusing primary" beta.log || true)
+log "$rounds rounds of hostile connections: $refused refused, $lines log lines, at most $most waiting for a Hello; primary connects $c0 -> $c1, beta saw $b0 -> $b1"
+((rounds >= 5)) || fail "only $rounds rounds ran during the load"
+[ "$c1" = "$c0" ] || fail "the primary reconnected during the flood: $c0 -> $c1 connections"
+[ "$b1" = "$b0" ] || fail "the primary's connection was displaced: beta saw $b0 -> $b1 connections of it"
+grep -q "hold timeouts 0," sim.out || fail "a sync write waited for the hold timeout: $(tail -n 1 sim.out)"
+((most <= 4)) || fail "$most connections waited for their Hello at once"
+((refused >= rounds * 9)) || fail "only $refused refusals counted for $rounds rounds"
+((lines * 20 <= refused)) || fail "$lines log lines for $refused refusals: not rate-limited"
+grep -q "refusing primary mallory (127.0.0.1): node or resource not configured here" beta.log ||
+	fail "the reason of a refusal was not logged"
+grep -q "checked [1-9]" sim.out || fail "nothing was checked"
+same_as_primary beta
+pass "hostile connections during a sync load: the primary kept its connection, no hold timeout"
