@@ -98,8 +98,10 @@ static int ctl_call(const char *resource, const char *sock, struct json_object *
 		return r;
 	}
 	s = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
-	if (write(fd, s, strlen(s)) < 0 || write(fd, "\n", 1) < 0) {
+	if (send(fd, s, strlen(s), MSG_NOSIGNAL) < 0 || send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
 		r = -errno;
+		fprintf(stderr, "replctl: %s: repld closed the connection: %s (only root and the control-group of repl.conf(5) may use it)\n",
+			resource, strerror(-r));
 		close(fd);
 		return r;
 	}
@@ -130,8 +132,10 @@ static int ctl_call(const char *resource, const char *sock, struct json_object *
 		len += (size_t)n;
 	}
 	close(fd);
-	if (!buf) {
-		fprintf(stderr, "replctl: %s: empty answer from repld\n", resource);
+	if (!buf || !len) {
+		fprintf(stderr, "replctl: %s: repld closed the connection without an answer (only root and the control-group of repl.conf(5) may use it)\n",
+			resource);
+		free(buf);
 		return -EPROTO;
 	}
 	buf[len] = '\0';

@@ -28,6 +28,7 @@ struct ctl_client {
 	struct ctl_client *next;
 	uint64_t deadline_ms;
 	bool replying;
+	bool readonly;			/* a member of the control group, not root */
 	size_t len;			/* request bytes in buf */
 	char *out;			/* the reply, while replying */
 	size_t out_len, out_off;
@@ -44,7 +45,12 @@ struct ctl {
 	void *cmds_ctx[2];
 	struct ctl_client *clients;
 	unsigned int nr_clients;
+	bool has_group;
+	gid_t group;			/* its members may run the read-only commands */
 };
+
+/* What members of the control group may run. */
+static const char *const ctl_readonly_cmds[] = { "status" };
 
 static int mkdir_parent(const char *path)
 {
@@ -101,7 +107,15 @@ static const struct ctl_command *ctl_find(struct ctl *c, const char *name, void 
 	return NULL;
 }
 
-static struct json_object *ctl_handle(struct ctl *c, struct json_object *req)
+static bool ctl_cmd_readonly(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(ctl_readonly_cmds); i++)
+		if (!strcmp(name, ctl_readonly_cmds[i]))
+			return true;
+	return false;
+}
+
+static struct json_object *ctl_handle(struct ctl *c, struct json_object *req, bool readonly)
 {
 	const char *name = ctl_arg_str(req, "cmd");
 	const struct ctl_command *k;
@@ -117,6 +131,12 @@ static struct json_object *ctl_handle(struct ctl *c, struct json_object *req)
 	}
 	if (k->refuse)
 		return ctl_error(k->refuse);
+	if (readonly && !ctl_cmd_readonly(name)) {
+		snprintf(err, sizeof(err),
+			 "permission denied: \"%s\" is for root; the control group may run status only",
+			 name);
+		return ctl_error(err);
+	}
 	err[0] = '\0';
 	if (k->fn && k->fn(ctx, req, err, sizeof(err)) < 0)
 		return ctl_error(err[0] ? err : "failed");
@@ -171,7 +191,7 @@ static void client_reply(struct ctl_client *k)
 	if (!req || !json_object_is_type(req, json_type_object))
 		reply = ctl_error("request is not a JSON object");
 	else
-		reply = ctl_handle(k->ctl, req);
+		reply = ctl_handle(k->ctl, req, k->readonly);
 	s = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
 	n = strlen(s);
 	k->out = malloc(n + 1);
@@ -245,13 +265,46 @@ static int ctl_evict(struct ctl *c)
 	return 0;
 }
 
+/*
+ * Who is at the other end (SO_PEERCRED, SO_PEERGROUPS): 0 root or this
+ * daemon's user, 1 a member of the control group, -EPERM anybody else.
+ */
+static int ctl_peer_access(const struct ctl *c, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	gid_t groups[256];
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	if (cred.uid == 0 || cred.uid == geteuid())
+		return 0;
+	if (!c->has_group)
+		return -EPERM;
+	if (cred.gid == c->group)
+		return 1;
+	len = sizeof(groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return -EPERM;
+	for (size_t i = 0; i < len / sizeof(groups[0]); i++)
+		if (groups[i] == c->group)
+			return 1;
+	return -EPERM;
+}
+
 static void ctl_accept(struct ev *ev, uint32_t events)
 {
 	struct ctl *c = container_of(ev, struct ctl, ev);
 	struct ctl_client *k;
-	int fd;
+	int fd, access;
 
 	while ((fd = accept4(ev->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		access = ctl_peer_access(c, fd);
+		if (access < 0) {
+			log_debug("control socket: a client that is neither root nor in the control group: closed");
+			close(fd);
+			continue;
+		}
 		if (c->nr_clients >= CTL_MAX_CLIENTS && ctl_evict(c) < 0) {
 			close(fd);
 			continue;
@@ -262,6 +315,7 @@ static void ctl_accept(struct ev *ev, uint32_t events)
 			continue;
 		}
 		k->ctl = c;
+		k->readonly = access == 1;
 		k->ev = (struct ev) { .fd = fd, .fn = client_event };
 		k->deadline_ms = loop_now_ms() + CTL_REQUEST_MS;
 		if (loop_add(c->loop, &k->ev, EPOLLIN) < 0) {
@@ -347,6 +401,15 @@ int ctl_new(struct loop *l, const char *path, ctl_status_fn status, void *status
 		return r;
 	}
 	*ret = c;
+	return 0;
+}
+
+int ctl_set_group(struct ctl *c, gid_t group)
+{
+	if (chown(c->path, (uid_t)-1, group) < 0 || chmod(c->path, 0660) < 0)
+		return -errno;
+	c->has_group = true;
+	c->group = group;
 	return 0;
 }
 

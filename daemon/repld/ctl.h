@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The control socket (/run/dm-repl/<resource>.sock, mode 0600): one JSON
+ * The control socket (/run/dm-repl/<resource>.sock, mode 0600, root only:
+ * checked with SO_PEERCRED; see ctl_set_group()): one JSON
  * request per connection, one JSON reply, e.g.
  *
  *   {"cmd":"status"}
@@ -20,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <json-c/json.h>
 
@@ -48,6 +50,12 @@ typedef struct json_object *(*ctl_status_fn)(void *ctx);
 /* Bind and listen at path (a stale socket nobody answers is replaced). */
 int ctl_new(struct loop *l, const char *path, ctl_status_fn status, void *status_ctx,
 	    struct ctl **ret);
+/*
+ * The members of group may connect (the socket becomes 0660, that group's)
+ * and run the read-only commands (status); everybody but root and this
+ * daemon's user is refused by SO_PEERCRED in any case.
+ */
+int ctl_set_group(struct ctl *c, gid_t group);
 /* Closes every client and the socket, and removes it. */
 void ctl_free(struct ctl *c);
 

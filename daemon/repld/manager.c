@@ -268,6 +268,12 @@ int manager_start(struct manager *m)
 				       c->control_socket);
 	if (r < 0)
 		return log_error_errno(r, "control socket %s", c->control_socket);
+	if (c->has_control_group) {
+		r = ctl_set_group(m->ctl, c->control_group);
+		if (r < 0)
+			return log_error_errno(r, "control socket %s: control-group",
+					       c->control_socket);
+	}
 	ctl_set_commands(m->ctl, 0, manager_commands, m);
 	ctl_set_commands(m->ctl, 1, m->ops->commands, m->role);
 	loop_set_prepare(m->env.loop, manager_prepare, m);

@@ -5,6 +5,7 @@
  * range-checked, names are restricted to [A-Za-z0-9._-].
  */
 #include <errno.h>
+#include <grp.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -145,7 +146,7 @@ int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
 
 static const char *const root_keys[] = {
 	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
-	"control-socket", "ring-size-mb", "hold-timeout-ms", "region-kb", "extent-kb",
+	"control-socket", "control-group", "ring-size-mb", "hold-timeout-ms", "region-kb", "extent-kb",
 	"max-extents", "record-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
@@ -289,7 +290,7 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 
 static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
 {
-	char role[32] = "", listen[256] = "", loss[32] = "degrade";
+	char role[32] = "", listen[256] = "", loss[32] = "degrade", group[64] = "";
 	int r;
 
 	r = cfg_check_keys(x, root, root_keys, "");
@@ -356,6 +357,17 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if ((r = cfg_string(x, root, "control-socket", false, c->control_socket,
 			    sizeof(c->control_socket))) < 0)
 		return r;
+	if ((r = cfg_string(x, root, "control-group", false, group, sizeof(group))) < 0)
+		return r;
+	if (group[0]) {
+		const struct group *g = getgrnam(group);
+
+		if (!g)
+			return cfg_fail(x, config_setting_get_member(root, "control-group"),
+					"control-group: no group \"%s\" on this system", group);
+		c->has_control_group = true;
+		c->control_group = g->gr_gid;
+	}
 
 	c->ring_size_mb = 64;
 	c->hold_timeout_ms = 5000;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #define CFG_MAX_PEERS	16U
 
@@ -65,6 +66,8 @@ struct config {
 	struct config_addr listen;	/* secondary */
 	char state_dir[PATH_MAX];
 	char control_socket[PATH_MAX];
+	bool has_control_group;		/* members may run read-only commands */
+	gid_t control_group;
 	unsigned int ring_size_mb;
 	unsigned int hold_timeout_ms;
 	unsigned int region_kb;
