@@ -131,6 +131,8 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 	rp->join_pending = false;
 	rp->peer_bitmap_done = false;
 	rp->peer_bitmap_regions = 0;
+	rp->peer_bitmap_next = 0;
+	rp->peer_sectors = h->device_sectors;
 	v = gens_compare(&pri->gens, &pg);
 	resumable = h->stream_id == ri.ring_id && h->resume_seq >= tail &&
 		    h->resume_seq <= ri.prod_seq;
@@ -250,6 +252,9 @@ void handshake_reply(struct replica *rp, const Dmrepl__V1__Hello *h)
 }
 
 /* The peer's own bitmap: its regions need the resync too. */
+/* Regions a PeerBitmap may reach past the device: the padding of a bitmap. */
+#define PEER_BITMAP_SLACK	(1ULL << 20)
+
 void handshake_bitmap(struct replica *rp, const Dmrepl__V1__PeerBitmap *b)
 {
 	struct primary *pri = rp->pri;
@@ -262,6 +267,20 @@ void handshake_bitmap(struct replica *rp, const Dmrepl__V1__PeerBitmap *b)
 		return;
 	}
 	ring_get_info(pri->ring, &ri);
+	/*
+	 * The pieces come in order (those without a bit set are skipped) and
+	 * end at most PEER_BITMAP_SLACK regions past the peer's own device
+	 * (a bitmap's padding): anything else is not a bitmap but a flood.
+	 */
+	if (b->first_region < rp->peer_bitmap_next) {
+		peer_close(p, "PeerBitmap piece out of order");
+		return;
+	}
+	if (b->first_region > (rp->peer_sectors >> (b->region_shift - 9)) + PEER_BITMAP_SLACK) {
+		peer_close(p, "PeerBitmap beyond the device of the peer");
+		return;
+	}
+	rp->peer_bitmap_next = b->first_region + (uint64_t)b->bits.len * 8;
 	for (i = 0; i < (uint64_t)b->bits.len * 8; i++) {
 		if (!(b->bits.data[i / 8] & (1U << (i % 8))))
 			continue;

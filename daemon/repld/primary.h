@@ -64,6 +64,8 @@ struct replica {
 	struct gens peer_gens;		/* from its Hello */
 	bool peer_bitmap_done;		/* its PeerBitmap arrived in full */
 	uint64_t peer_bitmap_regions;	/* regions it marked */
+	uint64_t peer_bitmap_next;	/* its next piece begins here or later (its regions) */
+	uint64_t peer_sectors;		/* its device's size, from its Hello */
 	bool split_brain;		/* refused: divergent data */
 };
 
