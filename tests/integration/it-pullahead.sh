@@ -10,7 +10,8 @@
 . "$(dirname "$0")/lib.sh"
 secondary beta
 secondary gamma
-RING_MB=8 primary_config beta:sync gamma:async
+# the catch-up resync limited to 4 MB/s, so that it is still running when gamma stops again
+RING_MB=8 RESYNC_RATE_MB=4 primary_config beta:sync gamma:async
 sim_start --seed 51 --count 8000 --max-kb 64 --rate-ms 1 --hold-ms 1000 --check beta=beta.img
 wait_status 10 '[.peers[] | select(.connection == "Connected")] | length == 2' ||
 	fail "peers did not connect"

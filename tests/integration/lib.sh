@@ -22,12 +22,16 @@ cleanup() {
 trap cleanup EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 
-# free_port : a TCP port nobody listens on now
+# free_port : a TCP port no socket uses now, below the ephemeral range
+# (32768 and up by default: a port there can be taken by any outgoing
+# connection, e.g. the thousands it-connflood makes, before repld binds it)
 free_port() {
-	local p
+	local p lo
+	read -r lo _ < /proc/sys/net/ipv4/ip_local_port_range
+	((lo > 21000)) || lo=32768
 	while :; do
-		p=$((20000 + RANDOM % 30000))
-		ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return; }
+		p=$((20000 + RANDOM % (lo - 20000)))
+		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
 	done
 }
 
