@@ -7,6 +7,7 @@
  *                        [--rate W]
  *   repl-stamp check DEV --seed S --slots N --upto K
  *   repl-stamp check-prefix DEV --seed S --slots N [--min K0]
+ *   repl-stamp check-crash DEV --seed S --slots N [--min K0] [--flush-every M]
  *   repl-stamp slot --seed S --slots N --write I
  *
  * The device is divided into N slots of 4 KiB (slot s at byte s * 4096; N *
@@ -42,6 +43,19 @@
  * (0 if there is none), prints K on stdout and checks like 'check --upto K':
  * DEV must be the state after a prefix of the write sequence.  --min K0:
  * fail also when K < K0 (every write acknowledged up to K0 must be there).
+ *
+ * check-crash: DEV must be a state a crash can leave behind when the writes
+ * went out with many in flight, never two to the same slot at once (a
+ * secondary's apply engine): every write up to K0 is there, a later write may
+ * be there without an earlier one, and a flush orders.  With K the largest
+ * write found and, with --flush-every M, F the last write before the flush
+ * that precedes write K (the largest multiple of M below K; 0 without M),
+ * every slot must hold the last write <= max(K0, F) to it (zeroes if none)
+ * or a later write of the sequence to that slot.  Prints "K B X" on stdout:
+ * the largest write found, B = max(K0, F) (every write up to B is there),
+ * and X, how many writes after B are neither there nor overwritten by a
+ * later write that is there.  A block that is neither zeroes nor a valid
+ * write of this sequence to its slot fails too.
  *
  * slot: print the slot of write I.
  *
@@ -491,6 +505,100 @@ out:
 	return ret;
 }
 
+/*
+ * A crash state: each slot holds the last write <= bound to it, or a later
+ * write to that slot (see check-crash above).
+ */
+static int crash_run(const struct opts *o)
+{
+	uint64_t *found, *last, *buf = NULL, size, s, n, b, i, k = 0, f = 0, bound, bad = 0,
+		 beyond = 0, missing = 0;
+	int fd, ret = 1;
+
+	fd = dev_open(o, O_RDONLY, &size);
+	if (fd < 0)
+		return 1;
+	found = calloc(o->slots, sizeof(*found));
+	last = calloc(o->slots, sizeof(*last));
+	buf = block_alloc(READ_BLOCKS * BLOCK);
+	if (!found || !last || !buf) {
+		errmsg("out of memory");
+		goto out;
+	}
+	/* what each slot holds */
+	for (s = 0; s < o->slots; s += n) {
+		n = o->slots - s < READ_BLOCKS ? o->slots - s : READ_BLOCKS;
+		if (read_blocks(fd, o, buf, s, n) < 0)
+			goto out;
+		for (b = 0; b < n; b++) {
+			const uint64_t *w = buf + b * (BLOCK / 8);
+			uint64_t slot = s + b, j = stamp_valid(w, o, slot);
+			char what[160];
+
+			if (j && stamp_slot(o->seed, o->slots, j) != slot) {
+				if (++bad <= MAX_REPORT)
+					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): write %" PRIu64
+					       " of slot %" PRIu64 " found here", slot, slot * BLOCK, j,
+					       stamp_slot(o->seed, o->slots, j));
+				continue;
+			}
+			if (!j && !block_zero(w)) {
+				if (++bad <= MAX_REPORT) {
+					block_describe(w, o, slot, what, sizeof(what));
+					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): found %s", slot,
+					       slot * BLOCK, what);
+				}
+				continue;
+			}
+			found[slot] = j;
+			if (j > k)
+				k = j;
+		}
+	}
+	/* write k came after the flush that followed write f */
+	if (o->flush_every && k)
+		f = (k - 1) / o->flush_every * o->flush_every;
+	bound = o->min > f ? o->min : f;
+	for (i = 1; i <= bound; i++)
+		last[stamp_slot(o->seed, o->slots, i)] = i;
+	for (s = 0; s < o->slots; s++) {
+		if (found[s] > bound)
+			beyond++;
+		if (found[s] >= last[s])
+			continue;
+		if (++bad <= MAX_REPORT) {
+			if (found[s])
+				errmsg("slot %" PRIu64 " (offset %" PRIu64 "): expected write %" PRIu64
+				       " or a later one, found the older write %" PRIu64, s, s * BLOCK,
+				       last[s], found[s]);
+			else
+				errmsg("slot %" PRIu64 " (offset %" PRIu64 "): expected write %" PRIu64
+				       " or a later one, found zeroes", s, s * BLOCK, last[s]);
+		}
+	}
+	for (i = bound + 1; i <= k; i++)
+		if (found[stamp_slot(o->seed, o->slots, i)] < i)
+			missing++;
+	printf("%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", k, bound, missing);
+	if (bad) {
+		errmsg("%s is NOT a crash state holding every write up to %" PRIu64 " (--min %" PRIu64
+		       "; the largest write found, %" PRIu64 ", came after the flush that followed write %"
+		       PRIu64 "): %" PRIu64 " slots wrong", o->dev, bound, o->min, k, f, bad);
+		goto out;
+	}
+	fprintf(stderr, PROG ": %s is a crash state holding every write up to %" PRIu64 " (--min %"
+		PRIu64 "; the largest write found, %" PRIu64 ", came after the flush that followed write %"
+		PRIu64 "); %" PRIu64 " slots hold a later write, %" PRIu64 " later writes are not there\n",
+		o->dev, bound, o->min, k, f, beyond, missing);
+	ret = 0;
+out:
+	free(found);
+	free(last);
+	free(buf);
+	close(fd);
+	return ret;
+}
+
 /* ---- command line ------------------------------------------------------------ */
 
 static const char usage[] =
@@ -498,6 +606,7 @@ static const char usage[] =
 	"                  [--ack-file F] [--sync-every K] [--flush-every M] [--rate W]\n"
 	"       " PROG " check DEV --seed S --slots N --upto K\n"
 	"       " PROG " check-prefix DEV --seed S --slots N [--min K0]\n"
+	"       " PROG " check-crash DEV --seed S --slots N [--min K0] [--flush-every M]\n"
 	"       " PROG " slot --seed S --slots N --write I\n"
 	"Write i (1, 2, ...) puts a stamped 4 KiB block into slot slot(S, N, i) of DEV\n"
 	"(O_DIRECT, queue depth 1).  write: --count writes (default: until SIGTERM),\n"
@@ -505,6 +614,10 @@ static const char usage[] =
 	"fdatasync every M writes, at most W writes/s.  check: DEV holds exactly the\n"
 	"state after writes 1..K.  check-prefix: prints the largest write K found on DEV\n"
 	"and checks DEV holds exactly the state after writes 1..K, and K >= K0.\n"
+	"check-crash: DEV is a crash state of the sequence written with many writes in\n"
+	"flight: each slot the last write <= max(K0, last flush before the largest write\n"
+	"found) to it, or a later one; prints that largest write, the bound, and the\n"
+	"writes after the bound missing.\n"
 	"Exit 0 ok, 1 mismatch or error.\n";
 
 int main(int argc, char **argv)
@@ -537,7 +650,7 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[1];
 	if (strcmp(cmd, "write") && strcmp(cmd, "check") && strcmp(cmd, "check-prefix") &&
-	    strcmp(cmd, "slot")) {
+	    strcmp(cmd, "check-crash") && strcmp(cmd, "slot")) {
 		errmsg("unknown command '%s'", cmd);
 		fputs(usage, stderr);
 		return 1;
@@ -601,5 +714,7 @@ int main(int argc, char **argv)
 		}
 		return check_run(&o, false);
 	}
+	if (!strcmp(cmd, "check-crash"))
+		return crash_run(&o);
 	return check_run(&o, true);
 }
