@@ -28,10 +28,11 @@ conf_primary() {
 		reconnect-max-ms=1000 "$@" peer="beta@$PAIR_B_IP:$PORT/$_mode"
 }
 
-# conf_secondary [NAME=VALUE...] : B's config in $CONF (state in /tmp/state)
+# conf_secondary [NAME=VALUE...] : B's config in $CONF (state in
+# $STATE_DIR, default /tmp/state; /srv/state survives B's power loss)
 conf_secondary() {
 	repl_conf "$CONF" resource=r0 node=beta role=secondary device=/dev/vda \
-		listen="$PAIR_B_IP:$PORT" state-dir=/tmp/state \
+		listen="$PAIR_B_IP:$PORT" state-dir="${STATE_DIR:-/tmp/state}" \
 		peer-timeout-ms="${PEER_TIMEOUT_MS:-2000}" keepalive-ms=300 "$@" \
 		peer="alpha@$PAIR_A_IP"
 }
