@@ -424,7 +424,9 @@ static int queue_flush(struct resync *rs, bool done, uint64_t gen)
 	rs->flush_clear_upto = clear_watermark(rs);
 	rs->flush_done = done;
 	rs->since_flush = 0;
-	k = wire_encode_resync_flush(buf, sizeof(buf), rs->flush_id, done, gen);
+	/* done tells the peer its copy is complete: not while regions marked
+	 * during the pass wait for the next one */
+	k = wire_encode_resync_flush(buf, sizeof(buf), rs->flush_id, done && !rs->again, gen);
 	if (k < 0 || peer_queue_frame(rs->p, buf, (size_t)k) < 0) {
 		rs->flush_id = 0;
 		rs->why = "cannot queue ResyncFlush";
@@ -708,6 +710,11 @@ int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, ui
 const char *resync_why(const struct resync *rs)
 {
 	return rs->why ? rs->why : "failed";
+}
+
+void resync_mark_again(struct resync *rs)
+{
+	rs->again = true;
 }
 
 bool resync_again(const struct resync *rs)

@@ -97,6 +97,12 @@ int resync_hash_reply(struct resync *rs, const Dmrepl__V1__HashReply *h, const c
 void resync_taint(struct resync *rs, uint64_t sector, uint32_t nr);
 
 const char *resync_why(const struct resync *rs);
+/*
+ * Regions were marked for the peer since the pass took its own: another
+ * pass must follow, and this one's last ResyncFlush does not tell the peer
+ * its copy is complete.
+ */
+void resync_mark_again(struct resync *rs);
 /* Regions were marked during the pass (they stay): another pass must follow. */
 bool resync_again(const struct resync *rs);
 uint64_t resync_sent_bytes(const struct resync *rs);

@@ -255,7 +255,7 @@ static void stream_take_target_bits(struct primary *pri)
 				 pri->resource, rp->conn.cfg.name);
 		rp->inconsistent = true;
 		if (rp->rs)
-			rp->rs_again = true;
+			resync_mark_again(rp->rs);
 	}
 	if (!stream_sync_bits(pri)) {
 		free(b);
@@ -409,7 +409,7 @@ static void stream_fill(struct replica *rp, uint64_t prod)
 				    "): it needs a resync", pri->resource, p->cfg.name, rp->cursor);
 			rp->inconsistent = true;
 			if (rp->rs)
-				rp->rs_again = true;	/* new regions in the bitmap */
+				resync_mark_again(rp->rs);	/* new regions in the bitmap */
 		} else if (rp->rs && rec->nr_sectors) {
 			resync_taint(rp->rs, rec->sector, rec->nr_sectors);
 		}
