@@ -11,11 +11,10 @@
  * before them is written, then read / fdatasync synchronously.
  *
  * One primary at a time.  A new connection waits among a few candidates
- * (from a host some configured primary may connect from, a Hello within
- * peer-timeout-ms) and replaces the current one only with a Hello this
- * node accepts: a stale connection (a primary that lost power sends no
- * FIN) goes, while bare connects and half-finished handshakes displace
- * nothing.  The
+ * (each gets peer-timeout-ms for its Hello) and replaces the current one
+ * only with a Hello this node accepts: a stale connection (a primary that
+ * lost power sends no FIN) goes, while bare connects, half-finished
+ * handshakes and refused Hellos displace nothing.  The
  * resume point (stream id + every record below it durable) is kept in
  * <state-dir>/<resource>.state (state.c), written atomically when it
  * advances.  Resync requests wait in resync-target.c for their turn.
