@@ -251,10 +251,10 @@ void handshake_reply(struct replica *rp, const Dmrepl__V1__Hello *h)
 	}
 }
 
-/* The peer's own bitmap: its regions need the resync too. */
 /* Regions a PeerBitmap may reach past the device: the padding of a bitmap. */
 #define PEER_BITMAP_SLACK	(1ULL << 20)
 
+/* The peer's own bitmap: its regions need the resync too. */
 void handshake_bitmap(struct replica *rp, const Dmrepl__V1__PeerBitmap *b)
 {
 	struct primary *pri = rp->pri;

@@ -146,8 +146,8 @@ int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
 
 static const char *const root_keys[] = {
 	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
-	"control-socket", "control-group", "ring-size-mb", "hold-timeout-ms", "region-kb", "extent-kb",
-	"max-extents", "record-kb",
+	"control-socket", "control-group", "ring-size-mb", "hold-timeout-ms", "region-kb",
+	"extent-kb", "max-extents", "record-kb",
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
