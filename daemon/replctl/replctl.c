@@ -21,6 +21,7 @@
 
 #include <json-c/json.h>
 
+#include "bitmap.h"
 #include "config.h"
 #include "dmdev.h"
 #include "metadata.h"
@@ -808,7 +809,7 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 		json_object_object_add(o, "regions", json_object_new_uint64(mi.nr_regions));
 		json_object_object_add(o, "set_regions", json_object_new_uint64(mi.set_regions));
 		for (i = 0; i <= mi.nr_regions; i++) {
-			bool set = i < mi.nr_regions && (mi.bitmap[i / 8] >> (i % 8)) & 1;
+			bool set = i < mi.nr_regions && bitmap_test(mi.bitmap, i);
 
 			if (set && !in)
 				first = i;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bitmap.h"
 #include "log.h"
 #include "loop.h"
 #include "peerbits.h"
@@ -282,7 +283,7 @@ void handshake_bitmap(struct replica *rp, const Dmrepl__V1__PeerBitmap *b)
 	}
 	rp->peer_bitmap_next = b->first_region + (uint64_t)b->bits.len * 8;
 	for (i = 0; i < (uint64_t)b->bits.len * 8; i++) {
-		if (!(b->bits.data[i / 8] & (1U << (i % 8))))
+		if (!bitmap_test(b->bits.data, i))
 			continue;
 		r = b->first_region + i;
 		if (r > (ri.dev_sectors >> (b->region_shift - 9)))

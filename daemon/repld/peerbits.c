@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bitmap.h"
 #include "gens.h"
 #include "metadata.h"
 #include "peerbits.h"
@@ -28,11 +29,6 @@ struct peerbits {
 	unsigned int nr_slots;
 	struct pb_slot slot[DM_REPL_MD_MAX_PEERS];
 };
-
-static bool pb_test(const uint8_t *m, uint64_t r)
-{
-	return m[r >> 3] & (1U << (r & 7));
-}
 
 static int pb_slot_alloc(struct peerbits *pb, unsigned int i)
 {
@@ -73,8 +69,7 @@ static int pb_load_slot(struct peerbits *pb, unsigned int i)
 	if (r < 0)
 		return r;
 	/* padding bits beyond the device do not count */
-	for (uint64_t k = 0; k < pb->nr_regions; k++)
-		s->count += pb_test(s->map, k);
+	s->count = bitmap_count(s->map, pb->nr_regions);
 	return 0;
 }
 

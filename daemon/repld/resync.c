@@ -39,6 +39,7 @@
 
 #include <xxhash.h>
 
+#include "bitmap.h"
 #include "config.h"
 #include "log.h"
 #include "loop.h"
@@ -203,11 +204,6 @@ void resync_io_free(struct resync_io *io)
 
 /* ---- passes --------------------------------------------------------------------------- */
 
-static bool region_set(const struct resync *rs, uint64_t r)
-{
-	return rs->bitmap[r >> 3] & (1U << (r & 7));
-}
-
 static const char *kind_name(enum rs_kind k)
 {
 	return k == RS_FULL ? "full sync" : k == RS_VERIFY ? "verify" : "bitmap resync";
@@ -254,7 +250,7 @@ int resync_new(struct resync_io *io, struct ring *ring, struct peer *p, const ch
 	for (unsigned int i = 0; i < RS_INFLIGHT; i++)
 		rs->u[i].rs = rs;
 	for (r = 0; r < rs->nr_regions; r++) {
-		if (region_set(rs, r)) {
+		if (bitmap_test(rs->bitmap, r)) {
 			uint64_t s = r * rs->region_sectors;
 			uint64_t n = rs->dev_sectors - s < rs->region_sectors ?
 				     rs->dev_sectors - s : rs->region_sectors;
@@ -327,7 +323,7 @@ static bool next_unit(struct resync *rs, uint64_t *sector, uint32_t *nr)
 		s = rs->next_sector;
 		while (s < rs->dev_sectors) {
 			r = s / rs->region_sectors;
-			if (region_set(rs, r))
+			if (bitmap_test(rs->bitmap, r))
 				break;
 			s = (r + 1) * rs->region_sectors;
 		}
@@ -392,11 +388,7 @@ static void clear_regions(struct resync *rs, uint64_t upto)
 		return;
 	}
 	while (r < upto) {
-		while (r < upto && !region_set(rs, r))
-			r++;
-		start = r;
-		while (r < upto && region_set(rs, r))
-			r++;
+		start = bitmap_next_run(rs->bitmap, upto, &r);
 		if (r == start)
 			break;
 		err = rs->ops->clean(rs->ctx, start, r - start);

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bitmap.h"
 #include "log.h"
 #include "loop.h"
 #include "peerbits.h"
@@ -210,19 +211,6 @@ int stream_assign_slots(struct primary *pri)
  * failed local writes): move it into every peer's bitmap, durably, then
  * clear it in the target, so that one peer's resync clears only its own.
  */
-/* The next run of set bits at or after *r in b (n bits): its start, *r past it. */
-static uint64_t stream_next_run(const uint8_t *b, uint64_t n, uint64_t *r)
-{
-	uint64_t start;
-
-	while (*r < n && !(b[*r >> 3] & (1U << (*r & 7))))
-		(*r)++;
-	start = *r;
-	while (*r < n && (b[*r >> 3] & (1U << (*r & 7))))
-		(*r)++;
-	return start;
-}
-
 static void stream_take_target_bits(struct primary *pri)
 {
 	struct dm_repl_dirty d;
@@ -243,7 +231,7 @@ static void stream_take_target_bits(struct primary *pri)
 		return;
 	}
 	for (r = 0; r < d.nr_regions;) {
-		start = stream_next_run(b, d.nr_regions, &r);
+		start = bitmap_next_run(b, d.nr_regions, &r);
 		if (r > start)
 			peerbits_mark(pri->pb, -1, start, r - start);
 	}
@@ -262,7 +250,7 @@ static void stream_take_target_bits(struct primary *pri)
 		return;
 	}
 	for (r = 0; r < d.nr_regions;) {
-		start = stream_next_run(b, d.nr_regions, &r);
+		start = bitmap_next_run(b, d.nr_regions, &r);
 		/* EAGAIN: marked meanwhile; those stay for the next time */
 		if (r > start && ring_clear_dirty(pri->ring, start, r - start, d.dirty_gen) < 0)
 			break;

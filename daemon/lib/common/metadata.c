@@ -10,6 +10,7 @@
 
 #include <xxhash.h>
 
+#include "bitmap.h"
 #include "dmdev.h"
 #include "metadata.h"
 
@@ -350,8 +351,7 @@ int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *
 			goto out;
 		}
 		r = -EBADMSG;
-		for (uint64_t i = 0; i < mi.nr_regions; i++)
-			mi.set_regions += (bm[i / 8] >> (i % 8)) & 1;
+		mi.set_regions = bitmap_count(bm, mi.nr_regions);
 	}
 	*ret = mi;
 	r = 0;
