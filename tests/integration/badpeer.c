@@ -16,7 +16,6 @@
  * 1 when it accepted or said nothing, 2 on a local error.
  */
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "wire.h"
 #include "wire-raw.h"
 
@@ -32,23 +32,20 @@ static uint64_t sectors = 131072;
 
 static int dial(const char *hostport)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
-	char host[256];
-	const char *colon = strrchr(hostport, ':');
-	int fd;
+	struct config_addr a;
+	int fd, r;
 
-	if (!colon || (size_t)(colon - hostport) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, hostport, (size_t)(colon - hostport));
-	host[colon - hostport] = '\0';
-	if (getaddrinfo(host, colon + 1, &hints, &res))
-		return -EADDRNOTAVAIL;
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
-		freeaddrinfo(res);
+	r = config_addr_parse(hostport, false, &a);
+	if (r < 0)
+		return r;
+	fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
 		return -errno;
+	if (connect(fd, (struct sockaddr *)&a.sa, a.len) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
 	}
-	freeaddrinfo(res);
 	return fd;
 }
 

@@ -29,7 +29,6 @@
  * accepted, 2 on a usage or setup error.
  */
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -41,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "wire.h"
 
 #define FAR	1000000000ULL
@@ -56,24 +56,21 @@ static void *payload_buf(void *ctx, const Dmrepl__V1__Data *d)
 
 static int listen_on(const char *hostport)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res;
-	char host[256];
-	const char *colon = strrchr(hostport, ':');
-	int fd, one = 1;
+	struct config_addr a;
+	int fd, one = 1, r;
 
-	if (!colon || (size_t)(colon - hostport) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, hostport, (size_t)(colon - hostport));
-	host[colon - hostport] = '\0';
-	if (getaddrinfo(host, colon + 1, &hints, &res))
-		return -EADDRNOTAVAIL;
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 4) < 0) {
-		freeaddrinfo(res);
+	r = config_addr_parse(hostport, false, &a);
+	if (r < 0)
+		return r;
+	fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
 		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&a.sa, a.len) < 0 || listen(fd, 4) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
 	}
-	freeaddrinfo(res);
 	return fd;
 }
 
