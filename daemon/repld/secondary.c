@@ -313,11 +313,17 @@ static void sec_log_refused(struct secondary *s, const char *node, const char *a
 	e->quiet = 0;
 }
 
+/* c is no longer among the candidates (it goes, or becomes the primary's). */
+static void sec_cand_unlink(struct secondary *s, const struct conn *c)
+{
+	for (unsigned int i = 0; i < SEC_MAX_CANDS; i++)
+		if (s->cands[i] == c)
+			s->cands[i] = NULL;
+}
+
 /* Close connection c: the primary's or a candidate. */
 static void conn_drop(struct secondary *s, struct conn *c, const char *why)
 {
-	unsigned int i;
-
 	if (!c)
 		return;
 	if (why && c->cand)
@@ -327,9 +333,7 @@ static void conn_drop(struct secondary *s, struct conn *c, const char *why)
 			    c->node[0] ? c->node : "?", c->addr, why);
 	if (s->conn == c)
 		s->conn = NULL;
-	for (i = 0; i < SEC_MAX_CANDS; i++)
-		if (s->cands[i] == c)
-			s->cands[i] = NULL;
+	sec_cand_unlink(s, c);
 	loop_del(s->env->loop, &c->ev);
 	close(c->ev.fd);
 	wire_reader_free(&c->rd);
@@ -1247,9 +1251,7 @@ static void cand_read(struct secondary *s, struct conn *c)
 		}
 		break;
 	}
-	for (unsigned int i = 0; i < SEC_MAX_CANDS; i++)
-		if (s->cands[i] == c)
-			s->cands[i] = NULL;
+	sec_cand_unlink(s, c);
 	if (s->conn)
 		conn_close(s, "replaced by a new connection of the primary");
 	c->cand = false;
