@@ -826,7 +826,17 @@ static void reader_compact(struct wire_reader *r)
 	}
 }
 
+static ssize_t reader_readv(void *ctx, const struct iovec *iov, int iovcnt)
+{
+	return readv(*(const int *)ctx, iov, iovcnt);
+}
+
 int wire_reader_fill(struct wire_reader *r, int fd)
+{
+	return wire_reader_fill_fn(r, reader_readv, &fd);
+}
+
+int wire_reader_fill_fn(struct wire_reader *r, wire_readv_fn fn, void *ctx)
 {
 	size_t total = 0;
 	ssize_t n;
@@ -847,7 +857,7 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 		iov[1] = (struct iovec) { r->buf + r->tail, ahead };
 
 		do
-			n = readv(fd, iov, r->tail < r->size ? 2 : 1);
+			n = fn(ctx, iov, r->tail < r->size ? 2 : 1);
 		while (n < 0 && errno == EINTR);
 		if (n < 0)
 			return -errno;
@@ -872,10 +882,12 @@ int wire_reader_fill(struct wire_reader *r, int fd)
 		/* a stream of large payloads: the next header, not its payload */
 		bool ahead = r->state == RD_HDR && r->payload_buf &&
 			     r->payload_len >= WIRE_DIRECT_MIN && want > WIRE_READ_AHEAD;
+		struct iovec one;
 
 		if (ahead)
 			want = WIRE_READ_AHEAD;
-		n = read(fd, r->buf + r->tail, want);
+		one = (struct iovec) { r->buf + r->tail, want };
+		n = fn(ctx, &one, 1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -216,6 +216,12 @@ void wire_reader_free(struct wire_reader *r);
  * reader's buffer is full (call wire_reader_next() first), or -errno.
  */
 int wire_reader_fill(struct wire_reader *r, int fd);
+/*
+ * The same through a readv(2)-like function (a TLS session, say): a count,
+ * 0 at end of file, or -1 with errno.
+ */
+typedef ssize_t (*wire_readv_fn)(void *ctx, const struct iovec *iov, int iovcnt);
+int wire_reader_fill_fn(struct wire_reader *r, wire_readv_fn fn, void *ctx);
 
 /*
  * The last wire_reader_fill() got fewer bytes than it asked for: fd had no
