@@ -304,6 +304,12 @@ void admin_status(struct primary *pri, struct json_object *o)
 		json_object_object_add(po, "records_sent", json_object_new_uint64(p->records_sent));
 		json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
 		json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
+		if (p->state == PEER_UP) {
+			char t[200];
+
+			tls_io_describe(&p->io, t, sizeof(t));
+			json_object_object_add(po, "transport", json_object_new_string(t));
+		}
 		json_object_object_add(po, "holds_ring", json_object_new_boolean(rp->holds_ring));
 		json_object_object_add(po, "pulled_ahead", json_object_new_uint64(rp->pulled_ahead));
 		if (p->last_error[0])

@@ -237,9 +237,8 @@ void handshake_reply(struct replica *rp, const Dmrepl__V1__Hello *h)
 		snprintf(why, sizeof(why), "%s", p->last_error);
 		k = wire_encode_error(eb, sizeof(eb), DMREPL__V1__ERROR__CODE__CODE_DIVERGED, why);
 		/* best effort: tell the peer why, then close */
-		if (k > 0 && write(p->ev.fd, eb, (size_t)k) < 0)
-			log_debug("%s: peer %s: cannot send the Error", rp->pri->resource,
-				  p->cfg.name);
+		if (k > 0)
+			peer_send_now(p, eb, (size_t)k);
 		rp->admin_down = true;
 		peer_close(p, why);
 		stream_update_kernel_mode(rp->pri);

@@ -19,6 +19,7 @@
 #include "manager.h"
 #include "ring.h"
 #include "role.h"
+#include "tls.h"
 
 #define TICK_MS 100
 
@@ -94,6 +95,8 @@ static struct json_object *manager_status(void *ctx)
 	json_object_object_add(o, "uptime_ms",
 			       json_object_new_uint64(loop_now_ms() - m->started_ms));
 	json_object_object_add(o, "draining", json_object_new_boolean(m->env.draining));
+	json_object_object_add(o, "transport",
+			       json_object_new_string(config_transport_name(c->transport)));
 	m->ops->status(m->role, o);
 	return o;
 }
@@ -142,9 +145,17 @@ static const struct ctl_command manager_commands[] = {
 
 /* ---- signals, tick ------------------------------------------------------------- */
 
+static void manager_warn_transport(const struct config *c)
+{
+	if (c->transport == TRANSPORT_PLAIN)
+		log_warning("%s: transport = \"plain-insecure\": the replication links are neither authenticated nor encrypted; anyone who reaches them can read and write this resource's data",
+			    c->resource);
+}
+
 static void manager_reload(struct manager *m)
 {
 	struct config *c = m->env.cfg, *n = NULL;
+	struct tls_ctx *tls = NULL;
 	char err[512];
 	int r;
 
@@ -160,13 +171,24 @@ static void manager_reload(struct manager *m)
 		config_free(n);
 		goto out;
 	}
-	r = m->ops->reload(m->role, n);
+	r = tls_ctx_new(n, &tls, err, sizeof(err));
 	if (r < 0) {
+		log_error("reload: %s; keeping the running configuration", err);
 		config_free(n);
 		goto out;
 	}
+	r = m->ops->reload(m->role, n);
+	if (r < 0) {
+		tls_ctx_free(tls);
+		config_free(n);
+		goto out;
+	}
+	manager_warn_transport(n);
 	m->env.cfg = n;
 	config_free(c);
+	/* sessions hold a reference to the context they began with */
+	tls_ctx_free(m->env.tls);
+	m->env.tls = tls;
 	log_info("reload: configuration %s applied", n->path);
 out:
 	sd_notify(0, "READY=1");
@@ -256,6 +278,16 @@ int manager_start(struct manager *m)
 	r = loop_add_timer(m->env.loop, &m->ev_timer, TICK_MS);
 	if (r < 0)
 		return log_error_errno(r, "timerfd");
+	{
+		char err[512];
+
+		r = tls_ctx_new(c, &m->env.tls, err, sizeof(err));
+		if (r < 0) {
+			log_error("%s: %s", c->resource, err);
+			return r;
+		}
+		manager_warn_transport(c);
+	}
 	/* the role owns the ring from here on, whether it starts or not */
 	args = m->args;
 	m->args.ring = NULL;
@@ -303,6 +335,7 @@ void manager_free(struct manager *m)
 	else if (m->args.ring)
 		ring_free(m->args.ring);	/* never handed over */
 	loop_free(m->env.loop);
+	tls_ctx_free(m->env.tls);
 	config_free(m->env.cfg);
 	free(m);
 }

@@ -92,6 +92,8 @@ void peer_close(struct peer *p, const char *why)
 		close(p->ev.fd);
 		p->ev.fd = -1;
 	}
+	tls_io_free(&p->io);
+	tls_io_init(&p->io, -1);
 	peer_pipe_close(p);
 	if (was != PEER_DOWN && why)
 		log_warning("%s: peer %s: connection lost: %s", p->resource, p->cfg.name, why);
@@ -144,7 +146,8 @@ int peer_queue_payload(struct peer *p, const uint8_t *frame, size_t len, const v
 	e->payload = payload;
 	e->payload_len = payload ? payload_len : 0;
 	e->seq = seq;
-	e->splice = splice && payload_len >= PEER_SPLICE_MIN && !p->no_splice;
+	e->splice = splice && payload_len >= PEER_SPLICE_MIN && !p->no_splice &&
+		    !tls_io_copy_only(&p->io);
 	p->tail++;
 	return 0;
 }
@@ -242,7 +245,7 @@ static bool peer_send_failed(struct peer *p)
 	if (errno == EAGAIN)
 		peer_arm(p, true);
 	else
-		peer_close(p, strerror(errno));
+		peer_close(p, tls_io_error(&p->io, errno));
 	return false;
 }
 
@@ -315,7 +318,7 @@ void peer_flush(struct peer *p)
 			}
 			off = 0;
 		}
-		sent = writev(p->ev.fd, iov, (int)n);
+		sent = tls_io_writev(&p->io, iov, (int)n);
 		if (sent < 0) {
 			if (peer_send_failed(p))
 				continue;
@@ -327,18 +330,29 @@ void peer_flush(struct peer *p)
 	peer_arm(p, false);
 }
 
+void peer_send_now(struct peer *p, const void *buf, size_t len)
+{
+	if (p->ev.fd < 0 || p->io.handshaking || tls_io_write(&p->io, buf, len) < 0)
+		log_debug("%s: peer %s: cannot send the Error", p->resource, p->cfg.name);
+}
+
+static ssize_t peer_readv(void *ctx, const struct iovec *iov, int iovcnt)
+{
+	return tls_io_readv(ctx, iov, iovcnt);
+}
+
 static void peer_read(struct peer *p)
 {
 	struct wire_msg msg;
 	int r;
 
-	r = wire_reader_fill(&p->rd, p->ev.fd);
+	r = wire_reader_fill_fn(&p->rd, peer_readv, &p->io);
 	if (r == 0) {
 		peer_close(p, "closed by peer");
 		return;
 	}
 	if (r < 0 && r != -EAGAIN) {
-		peer_close(p, strerror(-r));
+		peer_close(p, tls_io_error(&p->io, -r));
 		return;
 	}
 	p->last_rx_ms = loop_now_ms();
@@ -350,11 +364,41 @@ static void peer_read(struct peer *p)
 		peer_close(p, wire_reader_error(&p->rd));
 }
 
+/*
+ * One step of the TLS handshake; once it is done, the owner's handshake
+ * begins.  False while it is not done (or failed: the connection is gone).
+ */
+static bool peer_tls_step(struct peer *p)
+{
+	char why[sizeof(p->cfg.address.text) + sizeof(p->io.err) + 8];
+	int r = tls_io_handshake(&p->io);
+
+	if (r == 0) {
+		peer_arm(p, p->io.want_write);
+		return false;
+	}
+	if (r < 0) {
+		snprintf(why, sizeof(why), "%s: %s", p->cfg.address.text, p->io.err);
+		peer_close(p, why);
+		return false;
+	}
+	tls_io_describe(&p->io, why, sizeof(why));
+	log_info("%s: peer %s: %s", p->resource, p->cfg.name, why);
+	peer_arm(p, false);
+	p->ops->connected(p);
+	return p->ev.fd >= 0;
+}
+
 static void peer_event(struct ev *ev, uint32_t events)
 {
 	struct peer *p = container_of(ev, struct peer, ev);
 
-	if (p->state == PEER_CONNECTING && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+	if (p->io.handshaking) {
+		if (!peer_tls_step(p))
+			return;
+		events |= EPOLLOUT;	/* the Hello is queued */
+	} else if (p->state == PEER_CONNECTING &&
+		   (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
 		int err = 0;
 		socklen_t len = sizeof(err);
 
@@ -369,9 +413,22 @@ static void peer_event(struct ev *ev, uint32_t events)
 		}
 		p->state = PEER_HANDSHAKE;
 		p->state_since_ms = loop_now_ms();
-		p->ops->connected(p);
+		if (p->tls && *p->tls) {
+			if (tls_io_start(&p->io, *p->tls, false, p->cfg.name) < 0) {
+				peer_close(p, p->io.err);
+				return;
+			}
+			if (!peer_tls_step(p))
+				return;
+			events |= EPOLLOUT;
+		} else {
+			p->ops->connected(p);
+		}
 	}
 	if (p->ev.fd >= 0 && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		peer_read(p);
+	/* what TLS decrypted beyond the reader's room: no event reports it */
+	while (p->ev.fd >= 0 && tls_io_pending(&p->io))
 		peer_read(p);
 	/* peer_flush() disarms EPOLLOUT once the queue is empty */
 	if (p->ev.fd >= 0 && (events & EPOLLOUT))
@@ -392,6 +449,7 @@ void peer_connect(struct peer *p)
 	}
 	sock_tune(fd);
 	p->ev.fd = fd;
+	tls_io_init(&p->io, fd);
 	p->connects++;
 	r = connect(fd, (struct sockaddr *)&p->cfg.address.sa, p->cfg.address.len);
 	if (r < 0 && errno != EINPROGRESS) {
@@ -457,6 +515,7 @@ int peer_init(struct peer *p, struct loop *l, const struct peer_ops *ops, const 
 	snprintf(p->resource, sizeof(p->resource), "%s", resource);
 	p->cfg = *cfg;
 	p->ev = (struct ev) { .fd = -1, .fn = peer_event };
+	tls_io_init(&p->io, -1);
 	p->pipe[0] = p->pipe[1] = -1;
 	p->backoff_min_ms = backoff_min_ms;
 	p->backoff_max_ms = backoff_max_ms;
@@ -471,6 +530,7 @@ void peer_fini(struct peer *p)
 	if (p->ev.fd >= 0)
 		close(p->ev.fd);
 	p->ev.fd = -1;
+	tls_io_free(&p->io);
 	peer_pipe_close(p);
 	wire_reader_free(&p->rd);
 	free(p->q);

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "loop.h"
+#include "tls.h"
 #include "wire.h"
 
 enum peer_state {
@@ -73,6 +74,8 @@ struct peer {
 	char resource[CONFIG_NAME_MAX + 1];	/* for messages */
 	struct config_peer cfg;		/* name, address */
 	enum peer_state state;
+	struct tls_io io;		/* the socket (io.fd == ev.fd) and its TLS */
+	struct tls_ctx *const *tls;	/* the resource's TLS, NULL: plain TCP */
 	bool want_out;			/* EPOLLOUT armed: the socket is full */
 	uint64_t next_attempt_ms;
 	unsigned int backoff_ms, backoff_min_ms, backoff_max_ms;
@@ -105,6 +108,13 @@ void peer_close(struct peer *p, const char *why);
 void peer_abort(struct peer *p, const char *why);
 /* The handshake is done: streaming, the backoff starts over. */
 void peer_set_up(struct peer *p);
+/* Secure the connections with *tls (a reload may replace it); NULL: plain TCP. */
+static inline void peer_set_tls(struct peer *p, struct tls_ctx *const *tls)
+{
+	p->tls = tls;
+}
+/* Best effort, now, bypassing the queue: an Error before a close. */
+void peer_send_now(struct peer *p, const void *buf, size_t len);
 /* Connect again at once next time (a changed address, an admin request). */
 void peer_reset_backoff(struct peer *p);
 /* The bounds of the reconnect backoff (a reload). */

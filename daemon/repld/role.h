@@ -19,6 +19,7 @@
 
 struct loop;
 struct ctl_command;
+struct tls_ctx;
 
 /* Owned by the manager, shared with the role. */
 struct role_env {
@@ -26,6 +27,9 @@ struct role_env {
 	/* The configuration in use.  A reload the role accepted replaces it
 	 * after role_ops.reload() returned: keep no pointer into it. */
 	struct config *cfg;
+	/* The replication links' TLS (tls.h), NULL with plain-insecure; a
+	 * reload may replace it, connections keep the one they began with. */
+	struct tls_ctx *tls;
 	/* SIGTERM or a role switch: finish what is in flight, start nothing */
 	bool draining;
 };

@@ -47,6 +47,7 @@
 #include "rsnap.h"
 #include "sock.h"
 #include "state.h"
+#include "tls.h"
 #include "wire.h"
 
 #define CONN_OUT	(64 * 1024)
@@ -61,6 +62,7 @@ struct secondary;
 struct conn {
 	struct secondary *s;
 	struct ev ev;			/* ev.fd: the socket */
+	struct tls_io io;		/* io.fd: the same socket, and its TLS */
 	bool up;			/* handshake done */
 	bool paused;			/* not reading: the engine is out of buffers */
 	bool want_out;
@@ -275,19 +277,28 @@ static void conn_arm(struct conn *c)
 
 /*
  * A connection refused before its Hello: logged with its address once per
- * interval and reason (a loop of connects must not flood the log), counted
- * always.
+ * interval and kind of reason (a loop of connects must not flood the log),
+ * counted always.  Failed TLS handshakes are one kind, whatever OpenSSL
+ * says went wrong.
  */
 static void sec_log_refused(struct secondary *s, const char *node, const char *addr,
 			    const char *why)
 {
 	struct sec_refusal *e = NULL;
 	uint64_t now = loop_now_ms();
+	const char *colon;
 	unsigned int i;
+	size_t kind;
 
+	/* one kind of refusal: what comes before a colon ("TLS handshake: ...") */
+	colon = strchr(why, ':');
+	kind = colon ? (size_t)(colon - why) : strlen(why);
+	if (kind > sizeof(e->why) - 1)
+		kind = sizeof(e->why) - 1;
 	s->refused++;
 	for (i = 0; i < SEC_REFUSED_WHYS && !e; i++)
-		if (!strncmp(why, s->refusals[i].why, sizeof(e->why) - 1))
+		if (!strncmp(why, s->refusals[i].why, kind) &&
+		    (s->refusals[i].why[kind] == ':' || s->refusals[i].why[kind] == '\0'))
 			e = &s->refusals[i];
 	if (e && now - e->log_ms < SEC_REFUSED_LOG_MS) {
 		e->quiet++;
@@ -336,6 +347,7 @@ static void conn_drop(struct secondary *s, struct conn *c, const char *why)
 	sec_cand_unlink(s, c);
 	loop_del(s->env->loop, &c->ev);
 	close(c->ev.fd);
+	tls_io_free(&c->io);
 	wire_reader_free(&c->rd);
 	if (c->pending && s->apply)
 		apply_buf_put(s->apply, c->pending);
@@ -353,7 +365,7 @@ static void conn_flush(struct conn *c)
 	ssize_t n;
 
 	while (c->out_off < c->out_len) {
-		n = write(c->ev.fd, c->out + c->out_off, c->out_len - c->out_off);
+		n = tls_io_write(&c->io, c->out + c->out_off, c->out_len - c->out_off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -364,7 +376,7 @@ static void conn_flush(struct conn *c)
 				}
 				return;
 			}
-			conn_drop(c->s, c, strerror(errno));
+			conn_drop(c->s, c, tls_io_error(&c->io, errno));
 			return;
 		}
 		c->out_off += (size_t)n;
@@ -679,6 +691,8 @@ static const char *sec_hello_refusal(const struct secondary *s, const struct con
 	why = sec_primary_refusal(s->env->cfg, h->node, &c->sa);
 	if (why)
 		return why;
+	if (!tls_io_names(&c->io, h->node))
+		return "its TLS certificate does not name the node its Hello claims";
 	if (h->device_sectors > s->dev_sectors) {
 		*code = DMREPL__V1__ERROR__CODE__CODE_SIZE;
 		return "the device here is smaller than the primary's";
@@ -1020,6 +1034,11 @@ static void conn_apply(struct secondary *s)
 				"write to the device failed");
 }
 
+static ssize_t conn_readv(void *ctx, const struct iovec *iov, int iovcnt)
+{
+	return tls_io_readv(ctx, iov, iovcnt);
+}
+
 static void conn_read(struct secondary *s)
 {
 	struct conn *c = s->conn;
@@ -1057,7 +1076,7 @@ static void conn_read(struct secondary *s)
 			/* the socket ran dry on the last read: epoll says when not */
 			if (filled && wire_reader_drained(&c->rd))
 				break;
-			r = wire_reader_fill(&c->rd, c->ev.fd);
+			r = wire_reader_fill_fn(&c->rd, conn_readv, &c->io);
 			if (r == -EAGAIN)
 				break;
 			filled = true;
@@ -1066,7 +1085,7 @@ static void conn_read(struct secondary *s)
 				return;
 			}
 			if (r < 0) {
-				conn_close(s, strerror(-r));
+				conn_close(s, tls_io_error(&c->io, -r));
 				return;
 			}
 			c->last_rx_ms = loop_now_ms();
@@ -1186,6 +1205,9 @@ static void secondary_conn_event(struct ev *ev, uint32_t events)
 	}
 	if (s->conn == c && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
 		conn_read(s);
+	/* what TLS decrypted beyond the reader's room: no event reports it */
+	while (s->conn == c && !c->paused && !c->closing && tls_io_pending(&c->io))
+		conn_read(s);
 }
 
 static void secondary_apply_event(struct ev *ev, uint32_t events)
@@ -1228,11 +1250,11 @@ static void cand_read(struct secondary *s, struct conn *c)
 	for (;;) {
 		r = wire_reader_next(&c->rd, &msg);
 		if (r == 0) {
-			r = wire_reader_fill(&c->rd, c->ev.fd);
+			r = wire_reader_fill_fn(&c->rd, conn_readv, &c->io);
 			if (r == -EAGAIN)
 				return;
 			if (r <= 0) {
-				conn_drop(s, c, r ? strerror(-r) : "closed before its Hello");
+				conn_drop(s, c, r ? tls_io_error(&c->io, -r) : "closed before its Hello");
 				return;
 			}
 			c->last_rx_ms = loop_now_ms();
@@ -1262,14 +1284,35 @@ static void cand_read(struct secondary *s, struct conn *c)
 		conn_read(s);	/* what followed the Hello */
 }
 
+/*
+ * A candidate's TLS handshake: refused (logged once per interval), still
+ * going, or done, when its Hello may come.  True once done.
+ */
+static bool cand_tls(struct secondary *s, struct conn *c)
+{
+	int r = tls_io_handshake(&c->io);
+
+	if (r < 0) {
+		conn_drop(s, c, c->io.err);
+		return false;
+	}
+	c->want_out = r == 0 && c->io.want_write;
+	conn_arm(c);
+	return r > 0;
+}
+
 static void secondary_cand_event(struct ev *ev, uint32_t events)
 {
 	struct conn *c = container_of(ev, struct conn, ev);
 
-	if (events & EPOLLOUT)
+	if (c->io.handshaking) {
+		if (cand_tls(c->s, c))
+			cand_read(c->s, c);
+	} else if (events & EPOLLOUT) {
 		conn_flush(c);
-	else if (!c->closing)
+	} else if (!c->closing) {
 		cand_read(c->s, c);
+	}
 }
 
 /*
@@ -1325,10 +1368,13 @@ static void secondary_listen_event(struct ev *ev, uint32_t events)
 	c->s = s;
 	c->cand = true;
 	c->ev = (struct ev) { .fd = fd, .fn = secondary_cand_event };
+	tls_io_init(&c->io, fd);
 	c->last_rx_ms = c->last_tx_ms = c->since_ms = loop_now_ms();
 	sec_cand_add(s, c);
 	if (loop_add(s->env->loop, &c->ev, EPOLLIN | EPOLLRDHUP) < 0)
 		conn_drop(s, c, "epoll");
+	else if (s->env->tls && tls_io_start(&c->io, s->env->tls, true, NULL) < 0)
+		conn_drop(s, c, c->io.err);
 }
 
 static void secondary_tick(struct role *r, uint64_t now)
@@ -1539,6 +1585,12 @@ static void secondary_status(struct role *r, struct json_object *o)
 	json_object_object_add(po, "durable", json_object_new_uint64(
 		s->apply ? p.durable : s->state_durable));
 	json_object_object_add(po, "connects", json_object_new_uint64(s->primary_connects));
+	if (s->conn) {
+		char t[200];
+
+		tls_io_describe(&s->conn->io, t, sizeof(t));
+		json_object_object_add(po, "transport", json_object_new_string(t));
+	}
 	json_object_object_add(o, "primary", po);
 	n = 0;
 	for (unsigned int i = 0; i < SEC_MAX_CANDS; i++)

@@ -337,6 +337,7 @@ struct replica *stream_replica_new(struct primary *pri, const struct config_peer
 		free(rp);
 		return NULL;
 	}
+	peer_set_tls(&rp->conn, &pri->env->tls);
 	rp->pri = pri;
 	rp->mode = cp->mode;
 	rp->slot = -1;

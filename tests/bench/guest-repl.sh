@@ -68,11 +68,13 @@ cat > $R/beta.conf <<EOC
 resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
 listen = "127.0.0.1:7789"; state-dir = "$R/state"; control-socket = "/run/dm-repl/beta.sock";
 peers = ( { name = "alpha"; address = "127.0.0.1"; } );
+transport = "plain-insecure";   # as DRBD runs beside it: no encryption
 EOC
 cat > $R/alpha.conf <<EOC
 resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
 ring-size-mb = 512; hold-timeout-ms = 10000; initial-sync = "skip"; state-dir = "$R/state-alpha";
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; } );
+transport = "plain-insecure";
 EOC
 "$REPLD" -c $R/beta.conf > $R/beta.log 2>&1 &
 BETA=$!

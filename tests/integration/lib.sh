@@ -5,7 +5,7 @@
 set -euo pipefail
 B=${DMREPL_BUILD_DIR:?}
 NAME=$(basename "$0" .sh)
-T=$B/itest/$NAME
+T=$B/itest/$NAME${DMREPL_TRANSPORT:+-$DMREPL_TRANSPORT}
 REPLD=$B/daemon/repld/repld
 REPLCTL=$B/daemon/replctl/replctl
 SIM=$B/tests/integration/repl-simprimary
@@ -21,6 +21,12 @@ cleanup() {
 }
 trap cleanup EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+# DMREPL_TRANSPORT=psk or cert: the same test over TLS (see repl_conf)
+if [ "${DMREPL_TRANSPORT:-plain}" != plain ] && [ -z "${DMREPL_TLS_DIR:-}" ]; then
+	DMREPL_TLS_DIR=$T/tls
+	tls_setup "$DMREPL_TLS_DIR" alpha beta gamma delta
+	export DMREPL_TLS_DIR
+fi
 
 # free_port : a TCP port no socket uses now, below the ephemeral range
 # (32768 and up by default: a port there can be taken by any outgoing
@@ -67,6 +73,7 @@ secondary() {
 	secondary_start "$n"
 }
 secondary_stop() {
+	[ -n "${SEC_PID[$1]:-}" ] || return 0
 	kill "${SEC_PID[$1]}" 2>/dev/null || true
 	wait "${SEC_PID[$1]}" 2>/dev/null || true
 }

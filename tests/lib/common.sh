@@ -52,20 +52,79 @@ wait_for() {
 	return 0
 }
 
+# tls_setup DIR NODE... : what the TLS transports of the tests need, in DIR
+# (mode 700): a pre-shared key per resource (r0.psk, r1.psk), a CA (ca.crt)
+# and, per node, a key and a certificate naming it (NODE.key, NODE.crt).
+tls_setup() {
+	_td=$1
+	shift
+	mkdir -p "$_td"
+	chmod 700 "$_td"
+	for _r in r0 r1; do
+		(umask 077 && openssl rand -hex 32 > "$_td/$_r.psk")
+	done
+	tls_ca "$_td" ca
+	for _n in "$@"; do
+		tls_cert "$_td" ca "$_n" 30
+	done
+}
+
+# tls_ca DIR NAME : a self-signed CA, DIR/NAME.crt and DIR/NAME.key
+tls_ca() {
+	(umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$1/$2.key" -out "$1/$2.crt" -days 30 -subj "/CN=dm-repl test $2" \
+		2> /dev/null) || { echo "tls_ca: openssl failed" >&2; return 1; }
+}
+
+# tls_cert DIR CA NODE DAYS [FILE] : a key and a certificate for NODE signed
+# by DIR/CA, valid DAYS days from now (a negative number: one that expired
+# long ago), as DIR/FILE.key and DIR/FILE.crt (FILE: NODE)
+tls_cert() {
+	_tf=${5:-$3}
+	printf 'subjectAltName=DNS:%s\n' "$3" > "$1/$_tf.ext"
+	(umask 077 && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$1/$_tf.key" -out "$1/$_tf.csr" -subj "/CN=$3" 2> /dev/null) ||
+		{ echo "tls_cert: openssl req failed" >&2; return 1; }
+	if [ "$4" -ge 0 ]; then
+		openssl x509 -req -in "$1/$_tf.csr" -CA "$1/$2.crt" -CAkey "$1/$2.key" \
+			-CAcreateserial -days "$4" -extfile "$1/$_tf.ext" -out "$1/$_tf.crt" 2> /dev/null
+	else
+		# expired: valid one day, in 2000 (openssl x509 cannot set dates)
+		: > "$1/$_tf.index"
+		echo 01 > "$1/$_tf.serial"
+		printf '[ca]\ndefault_ca = d\n[d]\ndatabase = %s\nnew_certs_dir = %s\nserial = %s\ndefault_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n' \
+			"$1/$_tf.index" "$1" "$1/$_tf.serial" > "$1/$_tf.cnf"
+		openssl ca -batch -notext -config "$1/$_tf.cnf" -cert "$1/$2.crt" -keyfile "$1/$2.key" \
+			-in "$1/$_tf.csr" -out "$1/$_tf.crt" -extfile "$1/$_tf.ext" \
+			-startdate 20000101000000Z -enddate 20000102000000Z 2> /dev/null
+	fi || { echo "tls_cert: openssl x509 failed" >&2; return 1; }
+}
+
 # repl_conf FILE SETTING... : a configuration file (repl.conf(5)) from
 # settings, in the order given:
 #   NAME=VALUE                  NAME = "VALUE";  (numbers, true and false
 #                               unquoted)
 #   peer=NAME[@ADDRESS][/MODE]  an entry of peers = ( ... ); in the order given
 #   =TEXT                       the line TEXT as it is
+# Without a transport= or tls-* setting the links are those of
+# DMREPL_TRANSPORT: plain (the default: transport = "plain-insecure"), psk
+# or cert (the files of tls_setup in DMREPL_TLS_DIR, for this resource and node).
 # e.g.  repl_conf b.conf resource=r0 node=beta role=secondary device=/dev/vdb \
 #           listen=127.0.0.1:7789 peer=alpha@127.0.0.1
 repl_conf() {
 	_f=$1
 	shift
 	_peers=
+	_tls=
+	_res=r0
+	_node=
 	: > "$_f"
 	for _s in "$@"; do
+		case $_s in
+		transport=* | tls-*) _tls=1 ;;
+		resource=*) _res=${_s#resource=} ;;
+		node=*) _node=${_s#node=} ;;
+		esac
 		case $_s in
 		=*)
 			printf '%s\n' "${_s#=}" >> "$_f"
@@ -101,4 +160,14 @@ repl_conf() {
 		esac
 	done
 	[ -z "$_peers" ] || printf 'peers = ( %s );\n' "$_peers" >> "$_f"
+	[ -z "$_tls" ] || return 0
+	case ${DMREPL_TRANSPORT:-plain} in
+	plain) printf 'transport = "plain-insecure";\n' >> "$_f" ;;
+	psk) printf 'tls-psk-file = "%s/%s.psk";\n' "${DMREPL_TLS_DIR:?}" "$_res" >> "$_f" ;;
+	cert)
+		printf 'tls-ca = "%s/ca.crt";\ntls-cert = "%s/%s.crt";\ntls-key = "%s/%s.key";\n' \
+			"${DMREPL_TLS_DIR:?}" "$DMREPL_TLS_DIR" "$_node" "$DMREPL_TLS_DIR" "$_node" >> "$_f"
+		;;
+	*) echo "repl_conf: DMREPL_TRANSPORT '$DMREPL_TRANSPORT': expected plain, psk or cert" >&2; return 1 ;;
+	esac
 }

@@ -19,6 +19,8 @@ modprobe ext4 2>/dev/null || true
 
 say() { printf '\n=== %s\n' "$*"; }
 
+# the links are TLS 1.3 with a pre-shared key: 32 random bytes in hex
+(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $CONF/demo.psk)
 cat > $CONF/beta.conf <<EOC
 resource = "demo";
 node = "beta";
@@ -28,6 +30,7 @@ listen = "127.0.0.1:7789";
 state-dir = "/tmp/dm-repl-demo/state";
 control-socket = "/run/dm-repl/demo-beta.sock";
 peers = ( { name = "alpha"; address = "127.0.0.1"; } );
+tls-psk-file = "$CONF/demo.psk";
 EOC
 cat > $CONF/alpha.conf <<EOC
 resource = "demo";
@@ -40,6 +43,7 @@ state-dir = "/tmp/dm-repl-demo/state-alpha";
 # both devices are fresh zeroed files: skip the initial full sync
 initial-sync = "skip";
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; } );
+tls-psk-file = "$CONF/demo.psk";
 EOC
 
 say "starting repld: secondary beta ($S), primary alpha ($P -> /dev/mapper/demo)"

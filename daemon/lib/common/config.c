@@ -151,7 +151,8 @@ static const char *const root_keys[] = {
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
-	"congestion-fill-pct", NULL,
+	"congestion-fill-pct", "transport", "tls-ca", "tls-cert", "tls-key", "tls-psk-file",
+	NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -286,6 +287,70 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 					cp->name, mode);
 	}
 	return 0;
+}
+
+const char *config_transport_name(enum transport t)
+{
+	switch (t) {
+	case TRANSPORT_TLS_CERT:
+		return "tls-certificate";
+	case TRANSPORT_TLS_PSK:
+		return "tls-psk";
+	case TRANSPORT_PLAIN:
+		return "plain-insecure";
+	}
+	return "?";
+}
+
+/*
+ * transport = "tls" (the default) wants either tls-psk-file or all of
+ * tls-ca, tls-cert and tls-key; "plain-insecure" wants none of them.  The
+ * files themselves are read (and their permissions checked) when repld
+ * sets up TLS.
+ */
+static int cfg_transport(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
+	static const char *const keys[] = { "tls-ca", "tls-cert", "tls-key", "tls-psk-file" };
+	char *const vals[] = { c->tls_ca, c->tls_cert, c->tls_key, c->tls_psk_file };
+	char t[32] = "tls";
+	unsigned int i, certs = 0;
+	int r;
+
+	if ((r = cfg_string(x, root, "transport", false, t, sizeof(t))) < 0)
+		return r;
+	for (i = 0; i < 4; i++) {
+		if ((r = cfg_string(x, root, keys[i], false, vals[i], PATH_MAX)) < 0)
+			return r;
+		if (r > 0 && vals[i][0] != '/')
+			return cfg_fail(x, config_setting_get_member(root, keys[i]),
+					"%s: expected an absolute path", keys[i]);
+		certs += i < 3 && r > 0;
+	}
+	if (!strcmp(t, "plain-insecure")) {
+		c->transport = TRANSPORT_PLAIN;
+		if (certs || c->tls_psk_file[0])
+			return cfg_fail(x, config_setting_get_member(root, "transport"),
+					"transport = \"plain-insecure\" with tls-* settings: remove one or the other");
+		return 0;
+	}
+	if (strcmp(t, "tls"))
+		return cfg_fail(x, config_setting_get_member(root, "transport"),
+				"transport '%s': expected tls or plain-insecure", t);
+	if (c->tls_psk_file[0] && certs)
+		return cfg_fail(x, root,
+				"tls-psk-file and tls-ca/tls-cert/tls-key: choose one way to authenticate peers");
+	if (c->tls_psk_file[0]) {
+		c->transport = TRANSPORT_TLS_PSK;
+		return 0;
+	}
+	if (certs == 3) {
+		c->transport = TRANSPORT_TLS_CERT;
+		return 0;
+	}
+	if (certs)
+		return cfg_fail(x, root, "TLS with certificates needs all of tls-ca, tls-cert and tls-key");
+	return cfg_fail(x, root,
+			"no transport security: set tls-psk-file, or tls-ca, tls-cert and tls-key (TLS 1.3); for plain TCP set transport = \"plain-insecure\"");
 }
 
 static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
@@ -448,7 +513,9 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 					"after-split-brain '%s': expected disconnect, discard-younger-primary or discard-least-changes",
 					asb);
 	}
-	return cfg_peers(x, root, c);
+	if ((r = cfg_peers(x, root, c)) < 0)
+		return r;
+	return cfg_transport(x, root, c);
 }
 
 int config_load(const char *path, struct config **ret, char *err, size_t errlen)

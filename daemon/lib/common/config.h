@@ -34,6 +34,13 @@ enum after_split_brain {
 	ASB_DISCARD_LEAST,		/* the side that changed fewer regions loses */
 };
 
+/* How the replication links are secured (repl.conf(5) transport, tls-*). */
+enum transport {
+	TRANSPORT_TLS_CERT = 0,		/* TLS 1.3, X.509 certificates both ways */
+	TRANSPORT_TLS_PSK,		/* TLS 1.3, an external pre-shared key */
+	TRANSPORT_PLAIN,		/* plain TCP: transport = "plain-insecure" */
+};
+
 enum on_peer_loss {
 	LOSS_DEGRADE = 0,
 	LOSS_BLOCK = 1,
@@ -66,6 +73,11 @@ struct config {
 	struct config_addr listen;	/* secondary */
 	char state_dir[PATH_MAX];
 	char control_socket[PATH_MAX];
+	enum transport transport;
+	char tls_ca[PATH_MAX];		/* certificates: the CA that signs the peers */
+	char tls_cert[PATH_MAX];	/* this node's certificate (chain) */
+	char tls_key[PATH_MAX];		/* and its private key */
+	char tls_psk_file[PATH_MAX];	/* the resource's pre-shared key, hex */
 	bool has_control_group;		/* members may run read-only commands */
 	gid_t control_group;
 	unsigned int ring_size_mb;
@@ -107,6 +119,7 @@ int config_path(const char *resource, char *buf, size_t len);
 const char *config_mode_name(enum peer_mode mode);
 int config_mode_parse(const char *s, enum peer_mode *ret);
 const char *config_role_name(enum repl_role role);
+const char *config_transport_name(enum transport t);
 int config_addr_parse(const char *text, bool passive, struct config_addr *ret);
 bool config_name_valid(const char *s);
 const struct config_peer *config_find_peer(const struct config *c, const char *name);
