@@ -186,6 +186,8 @@ static void print_status(struct json_object *o)
 	printf("%s role:%s%s\n", jstr(o, "resource"),
 	       !strcmp(jstr(o, "role"), "primary") ? "Primary" : "Secondary",
 	       json_object_get_boolean(json_object_object_get(o, "draining")) ? " (stopping)" : "");
+	if (!strcmp(jstr(o, "transport"), "plain-insecure"))
+		printf("  transport:plain-insecure (links neither authenticated nor encrypted)\n");
 	if (json_object_object_get_ex(o, "target", &t)) {
 		uint64_t size = ju64(t, "ring_bytes"), used = ju64(t, "ring_used_bytes");
 
@@ -238,6 +240,8 @@ static void print_status(struct json_object *o)
 			printf("\n");
 			if (*jstr(p, "full_sync_reason") && strcmp(jstr(p, "disk"), "UpToDate"))
 				printf("    full sync needed: %s\n", jstr(p, "full_sync_reason"));
+			if (*jstr(p, "transport"))
+				printf("    transport:%s\n", jstr(p, "transport"));
 			if (*jstr(p, "last_error") && strcmp(jstr(p, "connection"), "Connected"))
 				printf("    last error: %s\n", jstr(p, "last_error"));
 		}
@@ -250,6 +254,8 @@ static void print_status(struct json_object *o)
 		printf("    stream:%016" PRIx64 " received:%" PRIu64 " written:%" PRIu64
 		       " durable:%" PRIu64 "\n", ju64(pr, "stream_id"), ju64(pr, "received"),
 		       ju64(pr, "written"), ju64(pr, "durable"));
+		if (*jstr(pr, "transport"))
+			printf("    transport:%s\n", jstr(pr, "transport"));
 	}
 }
 
