@@ -9,7 +9,10 @@
  * payload-mismatch, beyond-device, bad-op, truncated, second-hello,
  * backwards-seq, hello-only (a valid Hello: refused only for who sends
  * it), hole (a valid Hello and a record at 1000 of a stream the secondary
- * does not hold: accepted, the copy must mark itself Inconsistent).  The cases after the handshake first send a valid Hello as
+ * does not hold: accepted, the copy must mark itself Inconsistent), write
+ * (a valid Hello, 4 KiB of 0xa5 at sector 8 and a flush: what an impostor
+ * without the key would write).  The cases after the handshake first send a
+ * valid Hello as
  * --node (default alpha) for --resource (default r0).  Prints what the
  * secondary answered: "error <code> <reason>", "closed", or "silent" (no
  * answer within 5 s); exit 0 when the secondary refused (error or closed),
@@ -196,6 +199,11 @@ int main(int argc, char **argv)
 
 			r = send_raw(fd, b, sizeof(b));
 			shutdown(fd, SHUT_WR);
+		} else if (!r && !strcmp(c, "write")) {
+			/* an impostor's write: 4 KiB of 0xa5 at sector 8, flushed */
+			r = send_data(fd, 0, DM_REPL_OP_WRITE, 8, 8, 4096, 4096);
+			if (!r)
+				r = send_data(fd, 1, DM_REPL_OP_FLUSH, 0, 0, 0, 0);
 		} else if (!r && !strcmp(c, "hello-only")) {
 			/* nothing more: refused only for who sends it */
 		} else if (!r && !strcmp(c, "second-hello"))
