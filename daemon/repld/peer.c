@@ -86,6 +86,13 @@ void peer_close(struct peer *p, const char *why)
 {
 	enum peer_state was = p->state;
 	uint64_t now = loop_now_ms();
+	char reason[sizeof(p->last_error)];
+
+	/* why may be the TLS session's message, which goes with it */
+	if (why) {
+		snprintf(reason, sizeof(reason), "%s", why);
+		why = reason;
+	}
 
 	if (p->ev.fd >= 0) {
 		loop_del(p->loop, &p->ev);

@@ -344,7 +344,9 @@ static ssize_t tls_io_fail(struct tls_io *io, int r, const char *what)
 	if (!io->err[0]) {
 		char why[200];
 
-		v = SSL_get_verify_result(io->ssl);
+		/* a certificate that failed verification during the handshake */
+		v = io->handshaking && tls_ctx_of(io->ssl)->mode == TRANSPORT_TLS_CERT ?
+		    SSL_get_verify_result(io->ssl) : X509_V_OK;
 		if (v != X509_V_OK)
 			snprintf(why, sizeof(why), "certificate refused: %s",
 				 X509_verify_cert_error_string(v));
@@ -396,6 +398,7 @@ void tls_io_free(struct tls_io *io)
 	free(io->stage);
 	io->stage = NULL;
 	io->handshaking = io->want_write = io->ktls_tx = io->ktls_rx = false;
+	io->rx_errno = 0;
 }
 
 ssize_t tls_io_readv(struct tls_io *io, const struct iovec *iov, int iovcnt)
@@ -404,6 +407,11 @@ ssize_t tls_io_readv(struct tls_io *io, const struct iovec *iov, int iovcnt)
 
 	if (!io->ssl || io->ktls_rx)
 		return readv(io->fd, iov, iovcnt);
+	if (io->rx_errno) {
+		/* the end behind the last bytes: OpenSSL would not say it twice */
+		errno = io->rx_errno > 0 ? io->rx_errno : 0;
+		return io->rx_errno > 0 ? -1 : 0;
+	}
 	for (int i = 0; i < iovcnt; i++) {
 		size_t off = 0;
 
@@ -419,9 +427,13 @@ ssize_t tls_io_readv(struct tls_io *io, const struct iovec *iov, int iovcnt)
 				off += (size_t)r;
 				continue;
 			}
-			if (total + off)
-				return (ssize_t)(total + off);	/* the error comes again */
-			return tls_io_fail(io, r, "receive");
+			if (!total && !off)
+				return tls_io_fail(io, r, "receive");
+			if (tls_io_fail(io, r, "receive") == 0)
+				io->rx_errno = -1;	/* the peer closed */
+			else if (errno != EAGAIN)
+				io->rx_errno = errno;
+			return (ssize_t)(total + off);
 		}
 		total += off;
 	}

@@ -40,6 +40,8 @@ struct tls_io {
 	bool handshaking;		/* the TLS handshake is not done yet */
 	bool want_write;		/* it waits for the socket to take data */
 	bool ktls_tx, ktls_rx;		/* the kernel does the records */
+	int rx_errno;			/* receiving failed after data it returned
+					 * (-1: the peer closed) */
 	uint8_t *stage;			/* userspace sending: small pieces joined */
 	char err[256];			/* why the last call failed */
 };
