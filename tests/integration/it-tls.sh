@@ -24,7 +24,9 @@ certs() { echo "tls-ca=$D/ca.crt tls-cert=$D/${2:-$1}.crt tls-key=$D/${2:-$1}.ke
 SEC_PORT[beta]=$(free_port)
 truncate -s 64M beta.img
 # beta_start SETTING... : (re)start the secondary beta with these settings
+# (a fresh process also logs the first refusal of each kind at once)
 beta_start() {
+	BETA_ARGS=("$@")
 	secondary_stop beta
 	rm -rf state-beta
 	secondary_config beta "${SEC_PORT[beta]}" "$@"
@@ -65,6 +67,7 @@ good() {
 # (SIDE alpha); beta's device untouched, beta alive
 refused() {
 	local what=$1 pat=$2 side=${3:-beta} before e n0
+	[ "$side" = alpha ] || beta_start "${BETA_ARGS[@]}"
 	before=$(sum)
 	n0=$(wc -l < beta.log)
 	rm -rf state-alpha
@@ -102,6 +105,7 @@ repl_conf "$T/alpha.conf" resource=r1 node=alpha role=primary device="$T/alpha.i
 refused "a peer of resource r1" 'PSK identity "dm-repl:r1" is not this resource'"'"'s'
 
 # an impostor without the key: plain TCP, a valid Hello as alpha, a write
+beta_start "${BETA_ARGS[@]}"
 before=$(sum)
 n0=$(wc -l < beta.log)
 out=$("$BADPEER" "127.0.0.1:${SEC_PORT[beta]}" write --sectors 131072) ||
