@@ -134,12 +134,15 @@ static void md_peers_encode(const struct md_peers *p, uint8_t *block)
 	md_block_seal(block);
 }
 
-static int md_peers_decode(const uint8_t *block, uint32_t max_peers, struct md_peers *ret)
+int md_peers_parse(const void *buf, size_t len, uint32_t max_peers, struct md_peers *ret)
 {
+	const uint8_t *block = buf;
 	struct dm_repl_md_peers t;
 	struct md_peers p = { 0 };
 	uint64_t c;
 
+	if (len < DM_REPL_MD_SB_BYTES)
+		return -EBADMSG;
 	memcpy(&t, block, sizeof(t));
 	memcpy(&c, block + offsetof(struct dm_repl_md_sb, csum), 8);
 	if (le32toh(t.magic) != DM_REPL_MD_PEERS_MAGIC || le64toh(c) != md_csum(block) ||
@@ -173,7 +176,7 @@ int md_peers_read(int fd, const struct md_info *mi, struct md_peers *ret)
 		return -ENOMEM;
 	r = pread_all(fd, block, DM_REPL_MD_SB_BYTES, (off_t)mi->peers_offset);
 	if (r == 0)
-		r = md_peers_decode(block, mi->max_peers, ret);
+		r = md_peers_parse(block, DM_REPL_MD_SB_BYTES, mi->max_peers, ret);
 	free(block);
 	return r;
 }
@@ -247,13 +250,76 @@ static int md_read_union(int fd, struct md_info *mi)
 	return r;
 }
 
-int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *err,
-	    size_t errlen)
+int md_parse_super(const void *buf, size_t len, uint64_t dev_bytes, struct md_info *ret,
+		   char *err, size_t errlen)
 {
 	struct md_info mi = { 0 };
 	struct dm_repl_md_sb sb;
+	const uint8_t *block = buf;
+
+	if (len < DM_REPL_MD_SB_BYTES) {
+		snprintf(err, errlen, "too small for dm-repl metadata");
+		return -EBADMSG;
+	}
+	memcpy(&sb, block, sizeof(sb));
+	if (le32toh(sb.magic) != DM_REPL_MD_MAGIC) {
+		snprintf(err, errlen, "no dm-repl metadata");
+		return -EBADMSG;
+	}
+	if (le64toh(sb.csum) != md_csum(block)) {
+		snprintf(err, errlen, "superblock checksum mismatch (corrupt)");
+		return -EBADMSG;
+	}
+	mi.version = le32toh(sb.version);
+	if (mi.version == 1) {
+		snprintf(err, errlen, "metadata format version 1, without the peer area: 'replctl upgrade-md' converts it in place (docs/metadata.md)");
+		return -EPROTO;
+	}
+	if (mi.version != DM_REPL_MD_VERSION) {
+		snprintf(err, errlen, "metadata format version %u not supported", mi.version);
+		return -EBADMSG;
+	}
+	mi.flags = le32toh(sb.flags);
+	mi.dev_sectors = le64toh(sb.dev_sectors);
+	mi.region_shift = le32toh(sb.region_shift);
+	mi.bitmap_offset = le64toh(sb.bitmap_offset);
+	mi.bitmap_bytes = le64toh(sb.bitmap_bytes);
+	mi.events = le64toh(sb.events);
+	mi.role = le32toh(sb.role);
+	for (int i = 0; i < 4; i++)
+		mi.gen[i] = le64toh(sb.gen[i]);
+	memcpy(mi.uuid, sb.uuid, sizeof(mi.uuid));
+	memcpy(mi.resource, sb.resource, DM_REPL_MD_NAME_MAX);
+	if (mi.region_shift < 12 || mi.region_shift > 30) {
+		snprintf(err, errlen, "region size 2^%u invalid", mi.region_shift);
+		return -EBADMSG;
+	}
+	mi.nr_regions = (mi.dev_sectors * 512 + (1ULL << mi.region_shift) - 1) >> mi.region_shift;
+	if (mi.bitmap_bytes < (mi.nr_regions + 7) / 8 ||
+	    mi.bitmap_offset + mi.bitmap_bytes > dev_bytes) {
+		snprintf(err, errlen, "bitmap location invalid");
+		return -EBADMSG;
+	}
+	mi.peers_offset = le64toh(sb.peers_offset);
+	mi.max_peers = le32toh(sb.max_peers);
+	if (!mi.max_peers || mi.max_peers > DM_REPL_MD_MAX_PEERS ||
+	    mi.peers_offset < mi.bitmap_offset + mi.bitmap_bytes ||
+	    mi.peers_offset % DM_REPL_MD_BITMAP_ALIGN ||
+	    md_slot_offset(&mi, mi.max_peers) > dev_bytes) {
+		snprintf(err, errlen, "peer area location invalid");
+		return -EBADMSG;
+	}
+	*ret = mi;
+	return 0;
+}
+
+int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *err,
+	    size_t errlen)
+{
+	struct md_info mi;
 	uint8_t *block = NULL;
 	uint64_t size;
+	char e[256];
 	int fd, r = -EBADMSG;
 
 	fd = open(meta_path, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -277,57 +343,12 @@ int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *
 		snprintf(err, errlen, "%s: cannot read the superblock", meta_path);
 		goto out;
 	}
-	memcpy(&sb, block, sizeof(sb));
-	if (le32toh(sb.magic) != DM_REPL_MD_MAGIC) {
-		snprintf(err, errlen, "%s: no dm-repl metadata", meta_path);
+	r = md_parse_super(block, DM_REPL_MD_SB_BYTES, size * 512, &mi, e, sizeof(e));
+	if (r < 0) {
+		snprintf(err, errlen, "%s: %s", meta_path, e);
 		goto out;
 	}
-	if (le64toh(sb.csum) != md_csum(block)) {
-		snprintf(err, errlen, "%s: superblock checksum mismatch (corrupt)", meta_path);
-		goto out;
-	}
-	mi.version = le32toh(sb.version);
-	if (mi.version == 1) {
-		snprintf(err, errlen, "%s: metadata format version 1, without the peer area: 'replctl upgrade-md' converts it in place (docs/metadata.md)",
-			 meta_path);
-		r = -EPROTO;
-		goto out;
-	}
-	if (mi.version != DM_REPL_MD_VERSION) {
-		snprintf(err, errlen, "%s: metadata format version %u not supported", meta_path,
-			 mi.version);
-		goto out;
-	}
-	mi.flags = le32toh(sb.flags);
-	mi.dev_sectors = le64toh(sb.dev_sectors);
-	mi.region_shift = le32toh(sb.region_shift);
-	mi.bitmap_offset = le64toh(sb.bitmap_offset);
-	mi.bitmap_bytes = le64toh(sb.bitmap_bytes);
-	mi.events = le64toh(sb.events);
-	mi.role = le32toh(sb.role);
-	for (int i = 0; i < 4; i++)
-		mi.gen[i] = le64toh(sb.gen[i]);
-	memcpy(mi.uuid, sb.uuid, sizeof(mi.uuid));
-	memcpy(mi.resource, sb.resource, DM_REPL_MD_NAME_MAX);
-	if (mi.region_shift < 12 || mi.region_shift > 30) {
-		snprintf(err, errlen, "%s: region size 2^%u invalid", meta_path, mi.region_shift);
-		goto out;
-	}
-	mi.nr_regions = (mi.dev_sectors * 512 + (1ULL << mi.region_shift) - 1) >> mi.region_shift;
-	if (mi.bitmap_bytes < (mi.nr_regions + 7) / 8 ||
-	    mi.bitmap_offset + mi.bitmap_bytes > size * 512) {
-		snprintf(err, errlen, "%s: bitmap location invalid", meta_path);
-		goto out;
-	}
-	mi.peers_offset = le64toh(sb.peers_offset);
-	mi.max_peers = le32toh(sb.max_peers);
-	if (!mi.max_peers || mi.max_peers > DM_REPL_MD_MAX_PEERS ||
-	    mi.peers_offset < mi.bitmap_offset + mi.bitmap_bytes ||
-	    mi.peers_offset % DM_REPL_MD_BITMAP_ALIGN ||
-	    md_slot_offset(&mi, mi.max_peers) > size * 512) {
-		snprintf(err, errlen, "%s: peer area location invalid", meta_path);
-		goto out;
-	}
+	r = -EBADMSG;
 	if (want_bitmap) {
 		uint8_t *bm;
 

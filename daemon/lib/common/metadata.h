@@ -79,6 +79,15 @@ int md_read(const char *meta_path, bool want_bitmap, struct md_info *ret, char *
 	    size_t errlen);
 
 /*
+ * The checks of md_read() on a superblock block in memory: len bytes at buf
+ * (at least DM_REPL_MD_SB_BYTES), from a metadata device of dev_bytes.  No
+ * bitmap (ret->bitmap NULL, set_regions 0).  The same results as md_read(),
+ * err without the device's name.
+ */
+int md_parse_super(const void *buf, size_t len, uint64_t dev_bytes, struct md_info *ret,
+		   char *err, size_t errlen);
+
+/*
  * Metadata no target uses (a secondary's, a demoted primary's): set the
  * generation identifiers (gen != NULL) and/or zero the bitmaps (a resync
  * made this copy equal to its primary), and the role (DM_REPL_MD_ROLE_*;
@@ -100,6 +109,8 @@ int md_update(const char *meta_path, const uint64_t *gen, bool clear_bitmap, uin
  */
 int md_peers_open(const char *meta_path, int *ret_fd);
 int md_peers_read(int fd, const struct md_info *mi, struct md_peers *ret);
+/* The check and decode of md_peers_read() on a block in memory: -EBADMSG, or 0. */
+int md_peers_parse(const void *buf, size_t len, uint32_t max_peers, struct md_peers *ret);
 /* Bump events, checksum, write the table (not synced). */
 int md_peers_write(int fd, const struct md_info *mi, struct md_peers *p);
 int md_slot_read(int fd, const struct md_info *mi, unsigned int slot, uint8_t *bitmap);
