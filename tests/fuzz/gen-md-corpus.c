@@ -218,6 +218,28 @@ int main(int argc, char **argv)
 	seed_sb("bad-max-peers-33", &im, &sb);
 	sb.max_peers = htole32(4);
 	seed_sb("bad-max-peers-past-end", &im, &sb);
+	/* sums that wrapped past 2^64 and were accepted once */
+	sb = im.sb;
+	sb.bitmap_offset = htole64(0ULL - 4096);
+	sb.bitmap_bytes = htole64(8192);
+	sb.peers_offset = htole64(8192);
+	sb.max_peers = htole32(1);
+	seed_sb("bad-bitmap-wraps", &im, &sb);
+	sb = im.sb;
+	sb.bitmap_bytes = htole64(0ULL - 4096);		/* slot 1 lands on the superblock */
+	sb.bitmap_offset = htole64(8192);
+	sb.peers_offset = htole64(4096);
+	sb.max_peers = htole32(2);
+	seed_sb("bad-slots-wrap", &im, &sb);
+	sb = im.sb;
+	sb.dev_sectors = htole64(1ULL << 55);		/* 2^64 bytes: 0 regions */
+	seed_sb("bad-dev-sectors-wrap", &im, &sb);
+	sb = im.sb;
+	sb.dev_sectors = 0;				/* no bitmap, the table at 0 */
+	sb.bitmap_offset = 0;
+	sb.bitmap_bytes = 0;
+	sb.peers_offset = 0;
+	seed_sb("bad-peers-over-superblock", &im, &sb);
 	sb = im.sb;
 	memset(sb.resource, 'r', sizeof(sb.resource));
 	seed_sb("odd-resource-unterminated", &im, &sb);

@@ -294,18 +294,27 @@ int md_parse_super(const void *buf, size_t len, uint64_t dev_bytes, struct md_in
 		snprintf(err, errlen, "region size 2^%u invalid", mi.region_shift);
 		return -EBADMSG;
 	}
-	mi.nr_regions = (mi.dev_sectors * 512 + (1ULL << mi.region_shift) - 1) >> mi.region_shift;
-	if (mi.bitmap_bytes < (mi.nr_regions + 7) / 8 ||
-	    mi.bitmap_offset + mi.bitmap_bytes > dev_bytes) {
+	/* in bytes it fits 64 bits; every sum and product below is checked not to wrap */
+	if (mi.dev_sectors > UINT64_MAX >> 9) {
+		snprintf(err, errlen, "device size of %llu sectors invalid",
+			 (unsigned long long)mi.dev_sectors);
+		return -EBADMSG;
+	}
+	mi.nr_regions = (mi.dev_sectors + (1ULL << (mi.region_shift - 9)) - 1) >>
+			(mi.region_shift - 9);
+	if (mi.bitmap_bytes < (mi.nr_regions + 7) / 8 || mi.bitmap_offset < DM_REPL_MD_SB_BYTES ||
+	    mi.bitmap_offset > dev_bytes || mi.bitmap_bytes > dev_bytes - mi.bitmap_offset) {
 		snprintf(err, errlen, "bitmap location invalid");
 		return -EBADMSG;
 	}
 	mi.peers_offset = le64toh(sb.peers_offset);
 	mi.max_peers = le32toh(sb.max_peers);
+	/* the table, then max_peers bitmaps: md_slot_offset(&mi, mi.max_peers) <= dev_bytes */
 	if (!mi.max_peers || mi.max_peers > DM_REPL_MD_MAX_PEERS ||
 	    mi.peers_offset < mi.bitmap_offset + mi.bitmap_bytes ||
-	    mi.peers_offset % DM_REPL_MD_BITMAP_ALIGN ||
-	    md_slot_offset(&mi, mi.max_peers) > dev_bytes) {
+	    mi.peers_offset % DM_REPL_MD_BITMAP_ALIGN || mi.peers_offset > dev_bytes ||
+	    dev_bytes - mi.peers_offset < DM_REPL_MD_SB_BYTES ||
+	    (dev_bytes - mi.peers_offset - DM_REPL_MD_SB_BYTES) / mi.max_peers < mi.bitmap_bytes) {
 		snprintf(err, errlen, "peer area location invalid");
 		return -EBADMSG;
 	}
