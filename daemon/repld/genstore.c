@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,7 +45,7 @@ static int file_path(const struct genstore *gs, char *buf, size_t len)
 
 int genstore_load(const struct genstore *gs, struct gens *ret)
 {
-	unsigned long long g[4] = { 0 };
+	struct gens g = { 0 };
 	char err[256], path[PATH_MAX];
 	struct md_info mi;
 	int r;
@@ -56,15 +57,18 @@ int genstore_load(const struct genstore *gs, struct gens *ret)
 		if (r < 0)
 			return log_error_errno(r, "%s: reading the generation identifiers from the target",
 					       gs->resource);
-		if (sscanf(reply, "%llx %llx %llx %llx", &g[0], &g[1], &g[2], &g[3]) != 4)
+		r = gens_parse(reply, strlen(reply), &g);
+		if (r == -ENOMEM)
+			return log_error_errno(r, "%s: reading the generation identifiers",
+					       gs->resource);
+		if (r < 0)
 			return log_error_errno(-EPROTO, "%s: the target answered '%s' to gens",
 					       gs->resource, reply);
 	} else if (has_meta(gs)) {
 		r = md_read(gs->meta_device, false, &mi, err, sizeof(err));
 		if (r < 0)
 			return log_error_errno(r, "%s: %s", gs->resource, err);
-		for (int i = 0; i < 4; i++)
-			g[i] = mi.gen[i];
+		g = (struct gens) { mi.gen[0], mi.gen[1], mi.gen[2], mi.gen[3] };
 		if (gs->role == ROLE_SECONDARY && mi.role != DM_REPL_MD_ROLE_SECONDARY) {
 			if (mi.role == DM_REPL_MD_ROLE_PRIMARY && !(mi.flags & DM_REPL_MD_CLEAN))
 				log_warning("%s: this node was primary and went down without a clean shutdown",
@@ -77,22 +81,20 @@ int genstore_load(const struct genstore *gs, struct gens *ret)
 					    gs->resource, err);
 		}
 	} else {
-		FILE *f;
+		char *text;
+		size_t len;
 
 		r = file_path(gs, path, sizeof(path));
 		if (r < 0)
 			return r;
-		f = fopen(path, "re");
-		if (f) {
-			if (fscanf(f, "%llx %llx %llx %llx", &g[0], &g[1], &g[2], &g[3]) != 4) {
+		if (fileio_read_text(path, &text, &len) == 0) {
+			if (gens_parse(text, len, &g) < 0)
 				log_warning("%s: %s unreadable: no generation identifiers",
 					    gs->resource, path);
-				memset(g, 0, sizeof(g));
-			}
-			fclose(f);
+			free(text);
 		}
 	}
-	*ret = (struct gens) { g[0], g[1], g[2], g[3] };
+	*ret = g;
 	return 0;
 }
 

@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fileio.h"
 #include "state.h"
@@ -15,22 +17,19 @@ int state_path(const char *dir, const char *resource, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int state_load(const char *dir, const char *resource, struct state *ret)
+int state_parse(const char *text, size_t len, struct state *ret)
 {
-	char path[PATH_MAX];
 	unsigned long long id, durable;
-	int consistent = 1, discard = 0, n, r;
-	FILE *f;
+	int consistent = 1, discard = 0, n;
+	char *s;
 
-	r = state_path(dir, resource, path, sizeof(path));
-	if (r < 0)
-		return r;
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	n = fscanf(f, "stream %llx durable %llu consistent %d discard %d", &id, &durable,
+	/* scanning stops at a NUL as it would at any other byte out of place */
+	s = strndup(text, len);
+	if (!s)
+		return -ENOMEM;
+	n = sscanf(s, "stream %llx durable %llu consistent %d discard %d", &id, &durable,
 		   &consistent, &discard);
-	fclose(f);
+	free(s);
 	if (n < 2)
 		return -EBADMSG;
 	*ret = (struct state) {
@@ -42,6 +41,32 @@ int state_load(const char *dir, const char *resource, struct state *ret)
 	return 0;
 }
 
+int state_load(const char *dir, const char *resource, struct state *ret)
+{
+	char path[PATH_MAX], *text;
+	size_t len;
+	int r;
+
+	r = state_path(dir, resource, path, sizeof(path));
+	if (r < 0)
+		return r;
+	r = fileio_read_text(path, &text, &len);
+	if (r < 0)
+		return r;
+	r = state_parse(text, len, ret);
+	free(text);
+	return r;
+}
+
+int state_format(const struct state *s, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "stream %016" PRIx64 " durable %" PRIu64
+			 " consistent %d discard %d\n", s->stream_id, s->durable,
+			 s->consistent ? 1 : 0, s->discard_my_data ? 1 : 0);
+
+	return n < 0 || (size_t)n >= len ? -ENOBUFS : 0;
+}
+
 int state_save(const char *dir, const char *resource, const struct state *s)
 {
 	char path[PATH_MAX], text[160];
@@ -50,8 +75,8 @@ int state_save(const char *dir, const char *resource, const struct state *s)
 	r = state_path(dir, resource, path, sizeof(path));
 	if (r < 0)
 		return r;
-	snprintf(text, sizeof(text), "stream %016" PRIx64 " durable %" PRIu64
-		 " consistent %d discard %d\n", s->stream_id, s->durable,
-		 s->consistent ? 1 : 0, s->discard_my_data ? 1 : 0);
+	r = state_format(s, text, sizeof(text));
+	if (r < 0)
+		return r;
 	return fileio_write_atomic(path, text);
 }

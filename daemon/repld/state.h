@@ -29,4 +29,12 @@ int state_path(const char *dir, const char *resource, char *buf, size_t len);
 int state_load(const char *dir, const char *resource, struct state *ret);
 int state_save(const char *dir, const char *resource, const struct state *s);
 
+/*
+ * What state_load() makes of a file's len bytes at text (not necessarily
+ * NUL-terminated): 0, -EBADMSG or -ENOMEM, *ret untouched on failure.
+ */
+int state_parse(const char *text, size_t len, struct state *ret);
+/* The line state_save() writes; -ENOBUFS when it does not fit in len. */
+int state_format(const struct state *s, char *buf, size_t len);
+
 #endif

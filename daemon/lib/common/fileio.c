@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -58,4 +59,35 @@ int fileio_write_atomic(const char *path, const char *text)
 	}
 	/* the rename is in the directory: durable only once it is synced */
 	return fileio_sync_dir_of(path);
+}
+
+int fileio_read_text(const char *path, char **ret, size_t *ret_len)
+{
+	size_t len = 0, cap = 0, n;
+	char *buf = NULL;
+	FILE *f;
+
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	do {
+		if (cap - len < 2) {
+			char *nb = realloc(buf, cap + 4096);
+
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap += 4096;
+		}
+		n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+	} while (n > 0);
+	fclose(f);
+	buf[len] = '\0';
+	*ret = buf;
+	*ret_len = len;
+	return 0;
 }

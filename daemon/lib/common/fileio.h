@@ -3,6 +3,8 @@
 #ifndef REPL_FILEIO_H
 #define REPL_FILEIO_H
 
+#include <stddef.h>
+
 /*
  * Replace path with text: written to <path>.tmp, made durable
  * (fdatasync), renamed over path, and the rename made durable (fsync of
@@ -19,5 +21,12 @@ int fileio_write_atomic(const char *path, const char *text);
  * -errno.
  */
 int fileio_sync_dir_of(const char *path);
+
+/*
+ * The whole of path in *ret, NUL-terminated (free() it), *ret_len bytes
+ * before that NUL.  Read as stdio would scan it: a read error ends the text
+ * where it happened.  0, or -errno when path cannot be opened (or -ENOMEM).
+ */
+int fileio_read_text(const char *path, char **ret, size_t *ret_len);
 
 #endif

@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -75,4 +79,22 @@ const char *gens_verdict_name(enum gen_verdict v)
 		return "unrelated data";
 	}
 	return "?";
+}
+
+int gens_parse(const char *text, size_t len, struct gens *ret)
+{
+	unsigned long long g[4];
+	char *s;
+	int n;
+
+	/* scanning stops at a NUL as it would at any other byte out of place */
+	s = strndup(text, len);
+	if (!s)
+		return -ENOMEM;
+	n = sscanf(s, "%llx %llx %llx %llx", &g[0], &g[1], &g[2], &g[3]);
+	free(s);
+	if (n != 4)
+		return -EBADMSG;
+	*ret = (struct gens) { g[0], g[1], g[2], g[3] };
+	return 0;
 }

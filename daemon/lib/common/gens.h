@@ -18,6 +18,7 @@
 #define REPL_GENS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct gens {
@@ -46,5 +47,13 @@ uint64_t gens_now_ms(void);
 
 /* A new generation id: random, never 0. */
 uint64_t gens_new_id(void);
+
+/*
+ * The four of them as hex numbers ("current bitmap history since", as the
+ * <resource>.gens file and the target's "gens" message have them) from
+ * len bytes at text (not necessarily NUL-terminated): 0, -EBADMSG or
+ * -ENOMEM, *ret untouched on failure.
+ */
+int gens_parse(const char *text, size_t len, struct gens *ret);
 
 #endif
