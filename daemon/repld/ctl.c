@@ -39,10 +39,7 @@ struct ctl {
 	struct loop *loop;
 	struct ev ev;			/* the listening socket */
 	char path[108];
-	ctl_status_fn status;
-	void *status_ctx;
-	const struct ctl_command *cmds[2];
-	void *cmds_ctx[2];
+	struct ctl_dispatch d;
 	struct ctl_client *clients;
 	unsigned int nr_clients;
 	bool has_group;
@@ -92,14 +89,15 @@ static struct json_object *ctl_error(const char *msg)
 	return o;
 }
 
-static const struct ctl_command *ctl_find(struct ctl *c, const char *name, void **ret_ctx)
+static const struct ctl_command *ctl_find(const struct ctl_dispatch *d, const char *name,
+					   void **ret_ctx)
 {
-	for (unsigned int t = 0; t < ARRAY_SIZE(c->cmds); t++) {
+	for (unsigned int t = 0; t < ARRAY_SIZE(d->cmds); t++) {
 		const struct ctl_command *k;
 
-		for (k = c->cmds[t]; k && k->name; k++) {
+		for (k = d->cmds[t]; k && k->name; k++) {
 			if (!strcmp(k->name, name)) {
-				*ret_ctx = c->cmds_ctx[t];
+				*ret_ctx = d->cmds_ctx[t];
 				return k;
 			}
 		}
@@ -115,7 +113,8 @@ static bool ctl_cmd_readonly(const char *name)
 	return false;
 }
 
-static struct json_object *ctl_handle(struct ctl *c, struct json_object *req, bool readonly)
+static struct json_object *ctl_handle(const struct ctl_dispatch *d, struct json_object *req,
+				      bool readonly)
 {
 	const char *name = ctl_arg_str(req, "cmd");
 	const struct ctl_command *k;
@@ -124,7 +123,7 @@ static struct json_object *ctl_handle(struct ctl *c, struct json_object *req, bo
 
 	if (!name)
 		return ctl_error("request without \"cmd\"");
-	k = ctl_find(c, name, &ctx);
+	k = ctl_find(d, name, &ctx);
 	if (!k) {
 		snprintf(err, sizeof(err), "unknown command \"%s\"", name);
 		return ctl_error(err);
@@ -140,7 +139,20 @@ static struct json_object *ctl_handle(struct ctl *c, struct json_object *req, bo
 	err[0] = '\0';
 	if (k->fn && k->fn(ctx, req, err, sizeof(err)) < 0)
 		return ctl_error(err[0] ? err : "failed");
-	return c->status(c->status_ctx);
+	return d->status(d->status_ctx);
+}
+
+struct json_object *ctl_answer(const struct ctl_dispatch *d, const char *text, bool readonly)
+{
+	struct json_object *req, *reply;
+
+	req = json_tokener_parse(text);
+	if (!req || !json_object_is_type(req, json_type_object))
+		reply = ctl_error("request is not a JSON object");
+	else
+		reply = ctl_handle(d, req, readonly);
+	json_object_put(req);
+	return reply;
 }
 
 static void client_free(struct ctl_client *k)
@@ -182,16 +194,12 @@ static void client_write(struct ctl_client *k)
 /* The request is complete: answer it. */
 static void client_reply(struct ctl_client *k)
 {
-	struct json_object *req, *reply;
+	struct json_object *reply;
 	const char *s;
 	size_t n;
 
 	k->buf[k->len] = '\0';
-	req = json_tokener_parse(k->buf);
-	if (!req || !json_object_is_type(req, json_type_object))
-		reply = ctl_error("request is not a JSON object");
-	else
-		reply = ctl_handle(k->ctl, req, k->readonly);
+	reply = ctl_answer(&k->ctl->d, k->buf, k->readonly);
 	s = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
 	n = strlen(s);
 	k->out = malloc(n + 1);
@@ -200,7 +208,6 @@ static void client_reply(struct ctl_client *k)
 		k->out[n] = '\n';
 		k->out_len = n + 1;
 	}
-	json_object_put(req);
 	json_object_put(reply);
 	if (!k->out) {
 		client_free(k);
@@ -346,10 +353,10 @@ void ctl_tick(struct ctl *c, uint64_t now_ms)
 void ctl_set_commands(struct ctl *c, unsigned int slot, const struct ctl_command *cmds,
 		      void *ctx)
 {
-	if (slot >= ARRAY_SIZE(c->cmds))
+	if (slot >= ARRAY_SIZE(c->d.cmds))
 		return;
-	c->cmds[slot] = cmds;
-	c->cmds_ctx[slot] = ctx;
+	c->d.cmds[slot] = cmds;
+	c->d.cmds_ctx[slot] = ctx;
 }
 
 int ctl_new(struct loop *l, const char *path, ctl_status_fn status, void *status_ctx,
@@ -390,8 +397,8 @@ int ctl_new(struct loop *l, const char *path, ctl_status_fn status, void *status
 	}
 	c->loop = l;
 	snprintf(c->path, sizeof(c->path), "%s", path);
-	c->status = status;
-	c->status_ctx = status_ctx;
+	c->d.status = status;
+	c->d.status_ctx = status_ctx;
 	c->ev = (struct ev) { .fd = fd, .fn = ctl_accept };
 	r = loop_add(l, &c->ev, EPOLLIN);
 	if (r < 0) {

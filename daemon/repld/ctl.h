@@ -47,6 +47,22 @@ struct ctl_command {
 /* The status every successful command replies with. */
 typedef struct json_object *(*ctl_status_fn)(void *ctx);
 
+/* What a control socket answers from: the status and the command tables. */
+struct ctl_dispatch {
+	ctl_status_fn status;
+	void *status_ctx;
+	const struct ctl_command *cmds[2];	/* ctl_set_commands() */
+	void *cmds_ctx[2];
+};
+
+/*
+ * The reply to one request, text as a client sent it (NUL-terminated):
+ * a JSON object, for json_object_put().  readonly: from a member of the
+ * control group.  No socket; nothing but d's functions touches the system
+ * (tests/fuzz/fuzz-ctl.c calls it with tables of its own).
+ */
+struct json_object *ctl_answer(const struct ctl_dispatch *d, const char *text, bool readonly);
+
 /* Bind and listen at path (a stale socket nobody answers is replaced). */
 int ctl_new(struct loop *l, const char *path, ctl_status_fn status, void *status_ctx,
 	    struct ctl **ret);
