@@ -1,6 +1,7 @@
 #!/bin/sh
 # Write the seed corpora of the fuzz targets whose inputs are text:
-# corpus-state/ (fuzz-state: <resource>.state and .gens files).  Valid
+# corpus-state/ (fuzz-state: <resource>.state and .gens files),
+# corpus-ctl/ (fuzz-ctl: control socket requests).  Valid
 # inputs as repld writes them, and broken ones.  The checked-in corpora
 # were made with
 #
@@ -41,3 +42,39 @@ seed "$d" valid-gens-short 'a b c d'
 seed "$d" bad-gens-three '1f2e3d4c5b6a7988 1122334455667788 0000000000000000\n'
 seed "$d" bad-gens-nul '1f2e3d4c5b6a7988\0 1122334455667788 0 0\n'
 seed "$d" bad-gens-text 'current 1 bitmap 2 history 3 since 4\n'
+
+d=$top/corpus-ctl
+mkdir -p "$d"
+# what replctl sends: one line
+seed "$d" valid-status '{"cmd":"status"}\n'
+seed "$d" valid-primary '{"cmd":"primary"}\n'
+seed "$d" valid-primary-force '{"cmd":"primary","force":true}\n'
+seed "$d" valid-secondary '{"cmd":"secondary"}\n'
+seed "$d" valid-set-mode '{"cmd":"set-mode","peer":"beta","mode":"sync"}\n'
+seed "$d" valid-set-mode-semi '{"cmd":"set-mode","peer":"beta","mode":"semi-sync"}\n'
+seed "$d" valid-connect '{"cmd":"connect","peer":"beta"}\n'
+seed "$d" valid-disconnect '{"cmd":"disconnect","peer":"beta"}\n'
+seed "$d" valid-resync '{"cmd":"resync","peer":"beta"}\n'
+seed "$d" valid-resync-full '{"cmd":"resync","peer":"beta","full":true}\n'
+seed "$d" valid-verify '{"cmd":"verify","peer":"beta"}\n'
+seed "$d" valid-discard '{"cmd":"discard-my-data"}\n'
+seed "$d" valid-no-newline '{"cmd":"status"}'
+seed "$d" odd-spaces ' { "cmd" : "status" , "extra" : [1, 2.5, null, {"a": "b"}] } \n'
+seed "$d" odd-trailing '{"cmd":"status"}\n{"cmd":"primary"}\n'
+seed "$d" odd-escapes '{"cmd":"st\\u0061tus","peer":"\\u00e9\\ud83d\\ude00"}\n'
+seed "$d" odd-duplicate-key '{"cmd":"primary","cmd":"status"}\n'
+seed "$d" bad-no-cmd '{"peer":"beta"}\n'
+seed "$d" bad-cmd-number '{"cmd":7}\n'
+seed "$d" bad-cmd-null '{"cmd":null}\n'
+seed "$d" bad-unknown '{"cmd":"format-disk"}\n'
+seed "$d" bad-set-mode-no-mode '{"cmd":"set-mode","peer":"beta"}\n'
+seed "$d" bad-set-mode-no-peer '{"cmd":"set-mode","mode":"sync"}\n'
+seed "$d" bad-set-mode-mode '{"cmd":"set-mode","peer":"beta","mode":"fast"}\n'
+seed "$d" bad-peer-unknown '{"cmd":"connect","peer":"gamma"}\n'
+seed "$d" bad-peer-number '{"cmd":"connect","peer":1}\n'
+seed "$d" bad-array '["cmd","status"]\n'
+seed "$d" bad-string '"status"\n'
+seed "$d" bad-truncated '{"cmd":"sta\n'
+seed "$d" bad-nul '{"cmd":"status\0"}\n'
+seed "$d" bad-empty ''
+seed "$d" bad-deep '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n'
