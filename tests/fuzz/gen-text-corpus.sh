@@ -1,7 +1,8 @@
 #!/bin/sh
 # Write the seed corpora of the fuzz targets whose inputs are text:
 # corpus-state/ (fuzz-state: <resource>.state and .gens files),
-# corpus-ctl/ (fuzz-ctl: control socket requests).  Valid
+# corpus-ctl/ (fuzz-ctl: control socket requests), corpus-config/
+# (fuzz-config: repl.conf(5) files).  Valid
 # inputs as repld writes them, and broken ones.  The checked-in corpora
 # were made with
 #
@@ -78,3 +79,161 @@ seed "$d" bad-truncated '{"cmd":"sta\n'
 seed "$d" bad-nul '{"cmd":"status\0"}\n'
 seed "$d" bad-empty ''
 seed "$d" bad-deep '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n'
+
+d=$top/corpus-config
+mkdir -p "$d"
+# conf NAME: the configuration on stdin
+conf() {
+	cat > "$d/$1"
+}
+# repl.conf(5)'s example
+conf valid-primary <<'END'
+# /etc/dm-repl/r0.conf on alpha, the primary
+resource = "r0";
+node = "alpha";
+role = "primary";
+device = "/dev/vg0/data";
+meta-device = "/dev/vg0/r0-meta";    # replctl create-md r0, once
+ring-size-mb = 128;
+peers = (
+  { name = "beta";  address = "192.0.2.2:7789"; mode = "sync"; },
+  { name = "gamma"; address = "192.0.2.3:7789"; mode = "async"; }
+);
+END
+conf valid-secondary <<'END'
+# /etc/dm-repl/r0.conf on beta, a secondary
+resource = "r0";
+node = "beta";
+role = "secondary";
+device = "/dev/vg0/r0-replica";
+listen = "0.0.0.0:7789";
+peers = ( { name = "alpha"; address = "192.0.2.1"; } );
+END
+# every setting, as tests/lib/common.sh's repl_conf writes them
+conf valid-every-setting <<'END'
+resource = "r.0_x-1";
+dm-name = "repl-r0";
+node = "alpha";
+role = "primary";
+device = "/tmp/it/data";
+meta-device = "-";
+state-dir = "/tmp/it/state";
+control-socket = "/tmp/it/r0.sock";
+control-group = "repl";
+ring-size-mb = 8;
+hold-timeout-ms = 2000;
+on-peer-loss = "block";
+congestion-fill-pct = 50;
+region-kb = 64;
+extent-kb = 4096;
+max-extents = 64;
+record-kb = 256;
+keepalive-ms = 500;
+peer-timeout-ms = 3000;
+reconnect-min-ms = 100;
+reconnect-max-ms = 2000;
+checkpoint-ms = 200;
+drain-timeout-ms = 5000;
+initial-sync = "skip";
+resync-checksums = true;
+resync-rate-mb = 100;
+resync-snapshot = "/dev/vg0/snap";
+after-split-brain = "discard-least-changes";
+peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "semi-sync"; }, { name = "gamma"; address = "[::1]:7790"; } );
+END
+conf valid-secondary-v6 <<'END'
+resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
+listen = "[::]:7789"; control-group = "disk"; after-split-brain = "discard-younger-primary";
+peers = ( { name = "alpha"; address = "[2001:db8::1]:7789"; } );
+END
+# refused, although a secondary's peer address needs no port
+conf odd-secondary-v6-no-port <<'END'
+resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
+peers = ( { name = "alpha"; address = "[2001:db8::1]"; } );
+END
+conf valid-listen-port-only <<'END'
+resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb"; listen = "7789";
+peers = ( { name = "alpha"; } );
+END
+conf valid-no-semicolons <<'END'
+resource = "r0"
+node : "alpha"
+role = "secondary"
+device = "/dev/vdb"
+peers = ( { name = "gamma" } )
+END
+conf bad-syntax <<'END'
+resource = ;
+node = "alpha";
+END
+conf bad-missing-peers <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+END
+conf bad-unknown-setting <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb"; colour = "blue";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+conf bad-role <<'END'
+resource = "r0"; node = "alpha"; role = "tertiary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+conf bad-relative-device <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "vdb";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+conf bad-resource-name <<'END'
+resource = "r0/../etc"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+conf bad-peer-twice <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; }, { name = "beta"; address = "192.0.2.3:7789"; } );
+END
+conf bad-peer-is-node <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "alpha"; address = "192.0.2.2:7789"; } );
+END
+conf bad-primary-peer-no-address <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; } );
+END
+conf bad-address <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "[192.0.2.2:77890"; } );
+END
+conf bad-address-host-name <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "beta.example.org:7789"; } );
+END
+conf bad-mode <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; mode = "fast"; } );
+END
+conf bad-range <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb"; ring-size-mb = 0;
+region-kb = 48; extent-kb = 3; max-extents = -1; hold-timeout-ms = 99999999999;
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+conf bad-types <<'END'
+resource = 7; node = ["alpha"]; role = "primary"; device = "/dev/vdb"; ring-size-mb = "8";
+resync-checksums = "yes"; peers = { name = "beta"; };
+END
+conf bad-control-group <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb"; control-group = "nobody-here";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+conf bad-too-many-peers <<'END'
+resource = "r0"; node = "n0"; role = "secondary"; device = "/dev/vdb";
+peers = ( {name="a";}, {name="b";}, {name="c";}, {name="d";}, {name="e";}, {name="f";},
+  {name="g";}, {name="h";}, {name="i";}, {name="j";}, {name="k";}, {name="l";},
+  {name="m";}, {name="n";}, {name="o";}, {name="p";}, {name="q";} );
+END
+conf bad-long-strings <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+dm-name = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+# libconfig 1.5 leaks the cut string (lsan-libconfig.supp)
+printf 'resource = "r0"; node = "alpha"; device = "/dev/vd' > "$d/bad-unterminated-string"
+printf 'resource = "r0\0"; node = "alpha";\n' > "$d/bad-nul"
+: > "$d/bad-empty"
