@@ -264,8 +264,8 @@ int tls_ctx_new(const struct config *c, struct tls_ctx **ret, char *err, size_t 
 	 * each connection authenticates in full, and nothing but application
 	 * data follows the handshake.
 	 */
-	SSL_CTX_set_options(t->ctx, SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF |
-			    SSL_OP_NO_TICKET);
+	SSL_CTX_set_options(t->ctx, (c->tls_ktls ? SSL_OP_ENABLE_KTLS : 0) |
+			    SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
 	SSL_CTX_set_num_tickets(t->ctx, 0);
 	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |

@@ -152,7 +152,7 @@ static const char *const root_keys[] = {
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
 	"congestion-fill-pct", "transport", "tls-ca", "tls-cert", "tls-key", "tls-psk-file",
-	NULL,
+	"tls-ktls", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -312,10 +312,14 @@ static int cfg_transport(struct cfg_ctx *x, const config_setting_t *root, struct
 {
 	static const char *const keys[] = { "tls-ca", "tls-cert", "tls-key", "tls-psk-file" };
 	char *const vals[] = { c->tls_ca, c->tls_cert, c->tls_key, c->tls_psk_file };
+	const config_setting_t *k = config_setting_get_member(root, "tls-ktls");
 	char t[32] = "tls";
 	unsigned int i, certs = 0;
 	int r;
 
+	if (k && config_setting_type(k) != CONFIG_TYPE_BOOL)
+		return cfg_fail(x, k, "tls-ktls: expected true or false");
+	c->tls_ktls = !k || config_setting_get_bool(k);
 	if ((r = cfg_string(x, root, "transport", false, t, sizeof(t))) < 0)
 		return r;
 	for (i = 0; i < 4; i++) {

@@ -78,6 +78,7 @@ struct config {
 	char tls_cert[PATH_MAX];	/* this node's certificate (chain) */
 	char tls_key[PATH_MAX];		/* and its private key */
 	char tls_psk_file[PATH_MAX];	/* the resource's pre-shared key, hex */
+	bool tls_ktls;			/* send with kernel TLS where there is one */
 	bool has_control_group;		/* members may run read-only commands */
 	gid_t control_group;
 	unsigned int ring_size_mb;
