@@ -1060,10 +1060,11 @@ static void conn_read(struct secondary *s)
 			return;
 		}
 		if (r == -ENOBUFS) {
-			/* out of buffers: stop reading until writes complete */
+			/* out of buffers: stop reading until writes complete, and
+			 * issue what was read, which holds them */
 			c->paused = true;
 			conn_arm(c);
-			return;
+			break;
 		}
 		if (r < 0) {
 			char why[200];
