@@ -6,9 +6,10 @@
  * queue their frames here alike.
  *
  * The owner embeds a struct peer and is told what happens through struct
- * peer_ops: the TCP connection is up (send the Hello), a frame arrived, an
- * event was handled (queue what can go now), the connection is gone.  It
- * decides when a handshake is done (peer_set_up()).
+ * peer_ops: the connection is up (TCP, and TLS when the resource has it:
+ * send the Hello), a frame arrived, an event was handled (queue what can
+ * go now), the connection is gone.  It decides when a handshake is done
+ * (peer_set_up()).
  */
 #ifndef REPL_PEER_H
 #define REPL_PEER_H
@@ -56,7 +57,8 @@ struct peer_entry {
 struct peer;
 
 struct peer_ops {
-	/* TCP is up (state PEER_HANDSHAKE): queue the Hello. */
+	/* TCP, and its TLS handshake, are done (state PEER_HANDSHAKE): queue
+	 * the Hello. */
 	void (*connected)(struct peer *p);
 	/* A frame arrived; the owner may close the connection in it. */
 	void (*frame)(struct peer *p, const struct wire_msg *msg);
