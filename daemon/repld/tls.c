@@ -95,6 +95,12 @@ static int tls_read_psk(const char *path, unsigned char *key, size_t *keylen, ch
 		snprintf(err, len, "tls-psk-file %s: %s", path, strerror(errno));
 		return -EIO;
 	}
+	if ((size_t)k == sizeof(text) - 1) {
+		OPENSSL_cleanse(text, sizeof(text));
+		snprintf(err, len, "tls-psk-file %s: longer than a key of %u bytes in hex", path,
+			 TLS_PSK_MAX);
+		return -EINVAL;
+	}
 	text[k] = '\0';
 	for (a = 0; text[a] == ' ' || text[a] == '\t' || text[a] == '\n' || text[a] == '\r'; a++)
 		;
