@@ -6,7 +6,8 @@
 # names another node (on either side), and a plain-TCP impostor that claims
 # the primary's name: refused with a clear reason in the log, nothing
 # written to the secondary's device (checksum before and after), the
-# daemon alive.  Key files others may read are refused at start;
+# daemon alive.  Key files others may read, a PSK file without a key, both
+# ways at once and no transport setting at all are refused at start;
 # plain-insecure is warned about at start and shown in status.
 . "$(dirname "$0")/lib.sh"
 D=$T/tls
@@ -154,7 +155,21 @@ secondary_config beta "${SEC_PORT[beta]}" "${PSK[@]}"
 grep -q "tls-psk-file $D/r0.psk: mode 0640" perm.log ||
 	fail "unclear message for a loose PSK file: $(cat perm.log)"
 chmod 600 "$D/r0.psk"
-log "loose key files refused: $(tail -n 1 perm.log)"
+(umask 077 && echo "not a key" > "$D/bad.psk")
+secondary_config beta "${SEC_PORT[beta]}" "tls-psk-file=$D/bad.psk"
+"$REPLD" -c beta.conf > perm.log 2>&1 && fail "repld started with a PSK file that holds no key"
+grep -q "tls-psk-file $D/bad.psk: expected 32 to 64 bytes as hex digits" perm.log ||
+	fail "unclear message for a bad PSK file: $(cat perm.log)"
+secondary_config beta "${SEC_PORT[beta]}" "tls-psk-file=$D/r0.psk" "tls-ca=$D/ca.crt"
+"$REPLD" -c beta.conf > perm.log 2>&1 && fail "repld started with both a PSK and certificates"
+grep -q "choose one way to authenticate peers" perm.log ||
+	fail "unclear message for a PSK and certificates: $(cat perm.log)"
+secondary_config beta "${SEC_PORT[beta]}" transport=none
+sed -i '/^transport/d' beta.conf
+"$REPLD" -c beta.conf > perm.log 2>&1 && fail "repld started without any transport setting"
+grep -q 'no transport security: set tls-psk-file, or tls-ca, tls-cert and tls-key (TLS 1.3); for plain TCP set transport = "plain-insecure"' perm.log ||
+	fail "unclear message without a transport: $(cat perm.log)"
+log "loose key files, a bad key, two ways at once and none refused at start"
 
 beta_start transport=plain-insecure
 grep -q 'transport = "plain-insecure": the replication links are neither authenticated nor encrypted' beta.log ||
