@@ -19,6 +19,7 @@
 
 struct loop;
 struct ctl_command;
+struct sockaddr_storage;
 struct tls_ctx;
 
 /* Owned by the manager, shared with the role. */
@@ -80,5 +81,13 @@ struct role {
 
 extern const struct role_ops primary_role_ops;
 extern const struct role_ops secondary_role_ops;
+
+/*
+ * Tests only (tests/fuzz): hand a started secondary role a connected,
+ * non-blocking stream socket fd as if its listener had accepted it from
+ * sa.  The connection is a candidate like any other: its Hello is checked
+ * against sa.  The role owns fd from here on.
+ */
+void secondary_adopt_fd(struct role *r, int fd, const struct sockaddr_storage *sa);
 
 #endif

@@ -1346,25 +1346,19 @@ static void sec_cand_add(struct secondary *s, struct conn *c)
 	*slot = c;
 }
 
-static void secondary_listen_event(struct ev *ev, uint32_t events)
+/* A new connection on fd from sa: a candidate, until its Hello. */
+static void sec_cand_new(struct secondary *s, int fd, const struct sockaddr_storage *sa)
 {
-	struct secondary *s = container_of(ev, struct sec_listen, ev)->s;
-	struct sockaddr_storage sa;
-	socklen_t len = sizeof(sa);
 	struct conn *c;
-	int fd;
 
-	fd = accept4(ev->fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
 	c = calloc(1, sizeof(*c));
 	if (!c || wire_reader_init(&c->rd, conn_payload_buf, c) < 0) {
 		free(c);
 		close(fd);
 		return;
 	}
-	c->sa = sa;
-	sock_host_text(&sa, c->addr, sizeof(c->addr));
+	c->sa = *sa;
+	sock_host_text(sa, c->addr, sizeof(c->addr));
 	sock_tune(fd);
 	c->s = s;
 	c->cand = true;
@@ -1376,6 +1370,24 @@ static void secondary_listen_event(struct ev *ev, uint32_t events)
 		conn_drop(s, c, "epoll");
 	else if (s->env->tls && tls_io_start(&c->io, s->env->tls, true, NULL) < 0)
 		conn_drop(s, c, c->io.err);
+}
+
+static void secondary_listen_event(struct ev *ev, uint32_t events)
+{
+	struct secondary *s = container_of(ev, struct sec_listen, ev)->s;
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	int fd;
+
+	fd = accept4(ev->fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	sec_cand_new(s, fd, &sa);
+}
+
+void secondary_adopt_fd(struct role *r, int fd, const struct sockaddr_storage *sa)
+{
+	sec_cand_new(secondary_of(r), fd, sa);
 }
 
 static void secondary_tick(struct role *r, uint64_t now)
