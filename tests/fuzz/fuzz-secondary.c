@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Fuzz target for the secondary's message handling (daemon/repld/
+ * secondary.c: the candidate connection and its Hello, then the primary's
+ * connection: Data and resync blocks into the write engine, hash requests,
+ * resync flushes, the Acks it sends back).
+ *
+ * Input: the bytes a primary sends.  For every input, a fresh secondary
+ * role (node beta of resource r0, plain-insecure, its configured primary
+ * alpha at 127.0.0.1) on a device file of FUZZ_DEV_SECTORS sectors and an
+ * empty state directory, on its own event loop; one end of a socketpair
+ * is handed to it as a connection accepted from 127.0.0.1, the input goes
+ * into the other end, which is then shut down, and the loop runs until
+ * the secondary closes the connection (or the bounds of fuzz-role.h).
+ * What the secondary writes back is read and dropped.
+ *
+ * Beyond what ASan and UBSan catch: the device file never grows (nothing
+ * is written beyond the device's end), and the role starts and stops
+ * cleanly every time.
+ *
+ * io_destroy() takes tens of milliseconds (the kernel waits for an RCU
+ * grace period), once per engine, that is per accepted Hello: the libaio
+ * context of an engine is kept for the next one instead (the wrappers
+ * below), when no iocb of it is in flight any more.
+ */
+#include <arpa/inet.h>
+#include <libaio.h>
+#include <netinet/in.h>
+
+#define FUZZ_ROLE_RUN
+#include "config.h"
+#include "fuzz-role.h"
+
+int __real_io_setup(int maxevents, io_context_t *ctxp);
+int __real_io_destroy(io_context_t ctx);
+int __real_io_submit(io_context_t ctx, long nr, struct iocb *ios[]);
+int __real_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
+			struct timespec *timeout);
+int __wrap_io_setup(int maxevents, io_context_t *ctxp);
+int __wrap_io_destroy(io_context_t ctx);
+int __wrap_io_submit(io_context_t ctx, long nr, struct iocb *ios[]);
+int __wrap_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
+			struct timespec *timeout);
+
+/* the context in use (one engine at a time) and its iocbs in flight, the one kept */
+static struct {
+	io_context_t used, kept;
+	int used_n, kept_n;
+	long inflight;
+} aio;
+
+int __wrap_io_setup(int maxevents, io_context_t *ctxp)
+{
+	int r;
+
+	ASSERT(!aio.used);
+	if (aio.kept && aio.kept_n == maxevents) {
+		*ctxp = aio.kept;
+		aio.kept = NULL;
+	} else {
+		r = __real_io_setup(maxevents, ctxp);
+		if (r < 0)
+			return r;
+	}
+	aio.used = *ctxp;
+	aio.used_n = maxevents;
+	aio.inflight = 0;
+	return 0;
+}
+
+int __wrap_io_destroy(io_context_t ctx)
+{
+	ASSERT(ctx == aio.used);
+	aio.used = NULL;
+	if (aio.inflight || aio.kept)
+		return __real_io_destroy(ctx);
+	aio.kept = ctx;
+	aio.kept_n = aio.used_n;
+	return 0;
+}
+
+int __wrap_io_submit(io_context_t ctx, long nr, struct iocb *ios[])
+{
+	int r = __real_io_submit(ctx, nr, ios);
+
+	if (r > 0)
+		aio.inflight += r;
+	return r;
+}
+
+int __wrap_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
+			struct timespec *timeout)
+{
+	int r = __real_io_getevents(ctx, min_nr, nr, events, timeout);
+
+	if (r > 0)
+		aio.inflight -= r;
+	return r;
+}
+
+static struct {
+	char dir[512];
+	char dev[600], state[600], conf[600];
+	struct config *cfg;
+	uint16_t port;
+} fz;
+
+static void fuzz_cleanup(void)
+{
+	if (aio.kept)
+		__real_io_destroy(aio.kept);
+	config_free(fz.cfg);
+	fuzz_clear_dir(fz.state, true);
+	fuzz_clear_dir(fz.dir, true);
+}
+
+/* A loopback port free now, for the listener the role insists on. */
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ASSERT(fd >= 0);
+	ASSERT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ASSERT(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static void load_config(void)
+{
+	char err[512];
+	FILE *f;
+
+	config_free(fz.cfg);
+	fz.cfg = NULL;
+	fz.port = free_port();
+	f = fopen(fz.conf, "w");
+	ASSERT(f);
+	fprintf(f, "resource = \"%s\";\nnode = \"%s\";\nrole = \"secondary\";\n"
+		"device = \"%s\";\nlisten = \"127.0.0.1:%u\";\nstate-dir = \"%s\";\n"
+		"control-socket = \"%s/ctl.sock\";\ntransport = \"plain-insecure\";\n"
+		"drain-timeout-ms = 2000;\n"
+		"peers = ( { name = \"%s\"; address = \"127.0.0.1\"; } );\n",
+		FUZZ_RESOURCE, FUZZ_SECONDARY, fz.dev, fz.port, fz.state, fz.dir, FUZZ_PRIMARY);
+	ASSERT(fclose(f) == 0);
+	if (config_load(fz.conf, &fz.cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "fuzz-secondary: %s\n", err);
+		abort();
+	}
+}
+
+static void setup(void)
+{
+	int fd;
+
+	fuzz_scratch(fz.dir, sizeof(fz.dir), "fuzz-secondary");
+	snprintf(fz.dev, sizeof(fz.dev), "%s/beta.img", fz.dir);
+	snprintf(fz.state, sizeof(fz.state), "%s/state", fz.dir);
+	snprintf(fz.conf, sizeof(fz.conf), "%s/beta.conf", fz.dir);
+	fd = open(fz.dev, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, (off_t)FUZZ_DEV_SECTORS * 512) == 0);
+	close(fd);
+	load_config();
+	atexit(fuzz_cleanup);
+}
+
+/* The input is all in the socket: what a tick does (Acks, the resume point). */
+static void on_shut(struct fuzz_feed *f)
+{
+	f->role->ops->tick(f->role, loop_now_ms());
+}
+
+/* Start the role, with another port if its own was taken meanwhile. */
+static struct role *start(struct role_env *env)
+{
+	struct role_args args = { 0 };
+	struct role *r = NULL;
+
+	for (int tries = 0; tries < 3; tries++) {
+		env->cfg = fz.cfg;
+		if (secondary_role_ops.start(env, &args, &r) == 0)
+			return r;
+		if (r)
+			secondary_role_ops.free(r);
+		r = NULL;
+		load_config();
+	}
+	fprintf(stderr, "fuzz-secondary: the secondary role does not start (FUZZ_LOG=1 says why)\n");
+	abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sockaddr_in *sin;
+	struct sockaddr_storage sa = { 0 };
+	struct role_env env = { 0 };
+	struct fuzz_feed f = { .on_shut = on_shut };
+	struct role *r;
+	struct stat st;
+	int sv[2];
+
+	if (!fz.cfg)
+		setup();
+	fuzz_clear_dir(fz.state, false);
+	ASSERT(loop_new(&env.loop) == 0);
+	r = start(&env);
+
+	sin = (struct sockaddr_in *)&sa;
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(40000);
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
+	secondary_adopt_fd(r, sv[1], &sa);
+	fuzz_feed(&f, env.loop, r, sv[0], data, size);
+
+	secondary_role_ops.free(r);
+	loop_free(env.loop);
+	/* nothing beyond the device's end */
+	ASSERT(stat(fz.dev, &st) == 0);
+	ASSERT(st.st_size == (off_t)FUZZ_DEV_SECTORS * 512);
+	return 0;
+}
