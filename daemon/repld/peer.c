@@ -477,6 +477,46 @@ void peer_connect(struct peer *p)
 		peer_close(p, "epoll");
 }
 
+int peer_adopt_fd(struct peer *p, int fd)
+{
+	uint64_t now = loop_now_ms();
+	int r;
+
+	if (p->tls && *p->tls) {
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	/* whatever connection attempt there was goes, without a call back */
+	if (p->ev.fd >= 0) {
+		loop_del(p->loop, &p->ev);
+		close(p->ev.fd);
+	}
+	tls_io_free(&p->io);
+	peer_pipe_close(p);
+	wire_reader_reset(&p->rd);
+	p->head = p->tail;
+	p->off = 0;
+	p->ev.fd = fd;
+	tls_io_init(&p->io, fd);
+	p->connects++;
+	p->state = PEER_HANDSHAKE;
+	p->state_since_ms = now;
+	p->last_rx_ms = now;
+	p->want_out = false;
+	r = loop_add(p->loop, &p->ev, EPOLLIN | EPOLLRDHUP);
+	if (r < 0) {
+		peer_close(p, "epoll");
+		return r;
+	}
+	/* as peer_event() once a connect() completed */
+	p->ops->connected(p);
+	if (p->ev.fd >= 0)
+		peer_flush(p);
+	if (p->ev.fd >= 0)
+		p->ops->pump(p);
+	return 0;
+}
+
 void peer_tick(struct peer *p, uint64_t now, bool may_connect, unsigned int timeout_ms,
 	       unsigned int keepalive_ms)
 {

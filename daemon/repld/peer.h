@@ -104,6 +104,15 @@ void peer_fini(struct peer *p);
 
 /* Start connecting now (state PEER_CONNECTING, or PEER_DOWN on failure). */
 void peer_connect(struct peer *p);
+/*
+ * Tests only (tests/fuzz): use fd, a connected non-blocking stream socket,
+ * as the connection, as if connect() had just completed (state
+ * PEER_HANDSHAKE, ops->connected called), on a peer not yet up: a
+ * connection attempt there was is dropped without calling back.  Plain
+ * TCP only: -EOPNOTSUPP with TLS.  The peer owns fd from here on, also on
+ * failure.
+ */
+int peer_adopt_fd(struct peer *p, int fd);
 /* Close, call ops->closed, and retry after the backoff. */
 void peer_close(struct peer *p, const char *why);
 /* The same, with a reset: nothing still in the socket is sent. */
