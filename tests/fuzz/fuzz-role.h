@@ -15,8 +15,8 @@
  *  - a scratch directory with O_DIRECT (the secondary's write engine
  *    needs it): /dev/shm when it has it, else $TMPDIR or /tmp;
  *  - fuzz_feed(): the loop run, bounded, while the input goes into the
- *    socket as fast as it takes it, then a half close; what repld writes
- *    back is read and dropped.  It ends when repld closes its end, after
+ *    socket as fast as it takes it (or one frame per loop iteration),
+ *    then a half close; what repld writes back is read and dropped.  It ends when repld closes its end, after
  *    FUZZ_MAX_ITER loop iterations or FUZZ_MAX_MS milliseconds.
  */
 #ifndef REPL_FUZZ_ROLE_H
@@ -40,6 +40,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libaio.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -115,6 +116,80 @@ ssize_t __wrap_getrandom(void *buf, size_t len, unsigned int flags)
 	return (ssize_t)len;
 }
 
+int __real_io_setup(int maxevents, io_context_t *ctxp);
+int __real_io_destroy(io_context_t ctx);
+int __real_io_submit(io_context_t ctx, long nr, struct iocb *ios[]);
+int __real_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
+			struct timespec *timeout);
+int __wrap_io_setup(int maxevents, io_context_t *ctxp);
+int __wrap_io_destroy(io_context_t ctx);
+int __wrap_io_submit(io_context_t ctx, long nr, struct iocb *ios[]);
+int __wrap_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
+			struct timespec *timeout);
+
+/* the context in use (one at a time) and its iocbs in flight; the one kept */
+static struct {
+	io_context_t used, kept;
+	int used_n, kept_n;
+	long inflight;
+} aio;
+
+int __wrap_io_setup(int maxevents, io_context_t *ctxp)
+{
+	int r;
+
+	ASSERT(!aio.used);
+	if (aio.kept && aio.kept_n == maxevents) {
+		*ctxp = aio.kept;
+		aio.kept = NULL;
+	} else {
+		r = __real_io_setup(maxevents, ctxp);
+		if (r < 0)
+			return r;
+	}
+	aio.used = *ctxp;
+	aio.used_n = maxevents;
+	aio.inflight = 0;
+	return 0;
+}
+
+int __wrap_io_destroy(io_context_t ctx)
+{
+	ASSERT(ctx == aio.used);
+	aio.used = NULL;
+	if (aio.inflight || aio.kept)
+		return __real_io_destroy(ctx);
+	aio.kept = ctx;
+	aio.kept_n = aio.used_n;
+	return 0;
+}
+
+int __wrap_io_submit(io_context_t ctx, long nr, struct iocb *ios[])
+{
+	int r = __real_io_submit(ctx, nr, ios);
+
+	if (r > 0)
+		aio.inflight += r;
+	return r;
+}
+
+int __wrap_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
+			struct timespec *timeout)
+{
+	int r = __real_io_getevents(ctx, min_nr, nr, events, timeout);
+
+	if (r > 0)
+		aio.inflight -= r;
+	return r;
+}
+
+static void fuzz_aio_cleanup(void)
+{
+	if (aio.kept)
+		__real_io_destroy(aio.kept);
+	aio.kept = NULL;
+}
+
 static bool fuzz_odirect_ok(const char *dir)
 {
 	char path[4096];
@@ -170,6 +245,10 @@ struct fuzz_feed {
 	struct role *role;
 	const uint8_t *data;
 	size_t size, off;
+	/* one frame (by its length prefix) per loop iteration: what repld
+	 * sends in between may be what the next frame answers */
+	bool by_frame;
+	size_t frame_end;
 	bool shut;			/* all written, our side shut down */
 	bool eof;			/* repld closed its end */
 	unsigned int iters;
@@ -203,13 +282,30 @@ static void fuzz_feed_event(struct ev *ev, uint32_t events)
 		}
 	}
 	if (!f->shut && (events & EPOLLOUT)) {
-		while (f->off < f->size) {
-			n = send(ev->fd, f->data + f->off, f->size - f->off, MSG_NOSIGNAL);
+		size_t end = f->size;
+
+		if (f->by_frame) {
+			/* up to the end of the frame whose length prefix is at
+			 * frame_end, or of the one being written */
+			if (f->off == f->frame_end && f->size - f->off >= 4) {
+				const uint8_t *h = f->data + f->off;
+				uint32_t flen = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+						(uint32_t)h[2] << 8 | h[3];
+
+				f->frame_end = f->off + 4 + (flen < f->size - f->off - 4 ? flen :
+							      f->size - f->off - 4);
+			} else if (f->off == f->frame_end) {
+				f->frame_end = f->size;
+			}
+			end = f->frame_end;
+		}
+		while (f->off < end) {
+			n = send(ev->fd, f->data + f->off, end - f->off, MSG_NOSIGNAL);
 			if (n < 0)
 				break;
 			f->off += (size_t)n;
 		}
-		if (f->off == f->size || (errno != EAGAIN && errno != EINTR)) {
+		if (f->off == f->size || (f->off < end && errno != EAGAIN && errno != EINTR)) {
 			shutdown(ev->fd, SHUT_WR);
 			f->shut = true;
 			loop_mod(f->loop, ev, EPOLLIN | EPOLLRDHUP);

@@ -17,86 +17,13 @@
  * Beyond what ASan and UBSan catch: the device file never grows (nothing
  * is written beyond the device's end), and the role starts and stops
  * cleanly every time.
- *
- * io_destroy() takes tens of milliseconds (the kernel waits for an RCU
- * grace period), once per engine, that is per accepted Hello: the libaio
- * context of an engine is kept for the next one instead (the wrappers
- * below), when no iocb of it is in flight any more.
  */
 #include <arpa/inet.h>
-#include <libaio.h>
 #include <netinet/in.h>
 
 #define FUZZ_ROLE_RUN
 #include "config.h"
 #include "fuzz-role.h"
-
-int __real_io_setup(int maxevents, io_context_t *ctxp);
-int __real_io_destroy(io_context_t ctx);
-int __real_io_submit(io_context_t ctx, long nr, struct iocb *ios[]);
-int __real_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
-			struct timespec *timeout);
-int __wrap_io_setup(int maxevents, io_context_t *ctxp);
-int __wrap_io_destroy(io_context_t ctx);
-int __wrap_io_submit(io_context_t ctx, long nr, struct iocb *ios[]);
-int __wrap_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
-			struct timespec *timeout);
-
-/* the context in use (one engine at a time) and its iocbs in flight, the one kept */
-static struct {
-	io_context_t used, kept;
-	int used_n, kept_n;
-	long inflight;
-} aio;
-
-int __wrap_io_setup(int maxevents, io_context_t *ctxp)
-{
-	int r;
-
-	ASSERT(!aio.used);
-	if (aio.kept && aio.kept_n == maxevents) {
-		*ctxp = aio.kept;
-		aio.kept = NULL;
-	} else {
-		r = __real_io_setup(maxevents, ctxp);
-		if (r < 0)
-			return r;
-	}
-	aio.used = *ctxp;
-	aio.used_n = maxevents;
-	aio.inflight = 0;
-	return 0;
-}
-
-int __wrap_io_destroy(io_context_t ctx)
-{
-	ASSERT(ctx == aio.used);
-	aio.used = NULL;
-	if (aio.inflight || aio.kept)
-		return __real_io_destroy(ctx);
-	aio.kept = ctx;
-	aio.kept_n = aio.used_n;
-	return 0;
-}
-
-int __wrap_io_submit(io_context_t ctx, long nr, struct iocb *ios[])
-{
-	int r = __real_io_submit(ctx, nr, ios);
-
-	if (r > 0)
-		aio.inflight += r;
-	return r;
-}
-
-int __wrap_io_getevents(io_context_t ctx, long min_nr, long nr, struct io_event *events,
-			struct timespec *timeout)
-{
-	int r = __real_io_getevents(ctx, min_nr, nr, events, timeout);
-
-	if (r > 0)
-		aio.inflight -= r;
-	return r;
-}
 
 static struct {
 	char dir[512];
@@ -107,8 +34,7 @@ static struct {
 
 static void fuzz_cleanup(void)
 {
-	if (aio.kept)
-		__real_io_destroy(aio.kept);
+	fuzz_aio_cleanup();
 	config_free(fz.cfg);
 	fuzz_clear_dir(fz.state, true);
 	fuzz_clear_dir(fz.dir, true);
