@@ -133,9 +133,9 @@ static void secondary_corpus(void)
 
 	/* overlapping writes, one large */
 	p_hello_ok();
-	p_data(0, DM_REPL_OP_WRITE, 0, 0, 256, 0);
+	p_data(0, DM_REPL_OP_WRITE, 0, 0, 128, 0);
 	p_data(1, DM_REPL_OP_WRITE, 0, 8, 8, 0);
-	p_data(2, DM_REPL_OP_WRITE, 0, 0, 256, 0);
+	p_data(2, DM_REPL_OP_WRITE, 0, 0, 128, 0);
 	p_data(3, DM_REPL_OP_FLUSH, 0, 0, 0, 0);
 	save("valid-overlap");
 
@@ -147,7 +147,7 @@ static void secondary_corpus(void)
 	p_resync_data(128, 128);
 	p_data(1, DM_REPL_OP_WRITE, 0, 8, 8, 0);
 	enc(wire_encode_hash_request(ROOM, 2, 0, 256, 128));
-	p_resync_data(1024, 1024);
+	p_resync_data(1024, 128);
 	enc(wire_encode_resync_flush(ROOM, 3, false, 0));
 	enc(wire_encode_resync_flush(ROOM, 4, true, FUZZ_ID));
 	p_data(2, DM_REPL_OP_FLUSH, 0, 0, 0, 0);
