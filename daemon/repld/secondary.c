@@ -93,6 +93,12 @@ struct conn {
  * while the rest is still being read.
  */
 #define CONN_ISSUE_BYTES	(256U << 10)
+/*
+ * ... and returns to the loop after this long even when the socket is
+ * never empty (a receiver that decrypts no faster than the primary
+ * sends): completions are handled and acks go out in between.
+ */
+#define CONN_READ_MS		20U
 
 /* ---- state ------------------------------------------------------------------ */
 
@@ -1042,11 +1048,12 @@ static ssize_t conn_readv(void *ctx, const struct iovec *iov, int iovcnt)
 static void conn_read(struct secondary *s)
 {
 	struct conn *c = s->conn;
+	uint64_t t0 = loop_now_ms();
 	struct wire_msg msg;
 	bool filled = false;
 	int r;
 
-	while (s->conn == c && !c->paused) {
+	while (s->conn == c && !c->paused && loop_now_ms() - t0 < CONN_READ_MS) {
 		if (s->apply && apply_full(s->apply)) {
 			/* queued records use memory too: let writes complete */
 			c->paused = true;
@@ -1206,9 +1213,19 @@ static void secondary_conn_event(struct ev *ev, uint32_t events)
 	}
 	if (s->conn == c && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
 		conn_read(s);
-	/* what TLS decrypted beyond the reader's room: no event reports it */
-	while (s->conn == c && !c->paused && !c->closing && tls_io_pending(&c->io))
-		conn_read(s);
+}
+
+/* Bytes TLS holds decrypted, which no epoll event reports: read them now. */
+static bool secondary_before_sleep(struct role *r)
+{
+	struct secondary *s = secondary_of(r);
+	struct conn *c = s->conn;
+
+	if (!c || c->paused || c->closing || !tls_io_pending(&c->io))
+		return false;
+	conn_read(s);
+	c = s->conn;
+	return c && !c->paused && !c->closing && tls_io_pending(&c->io);
 }
 
 static void secondary_apply_event(struct ev *ev, uint32_t events)
@@ -1686,6 +1703,7 @@ const struct role_ops secondary_role_ops = {
 	.role = ROLE_SECONDARY,
 	.start = secondary_start,
 	.tick = secondary_tick,
+	.before_sleep = secondary_before_sleep,
 	.drained = secondary_drained,
 	.reload = secondary_reload,
 	.status = secondary_status,
