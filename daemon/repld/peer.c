@@ -25,6 +25,12 @@
 #include "sock.h"
 
 #define PEER_IOV	(2 * 64)
+/*
+ * peer_flush() returns to the loop after this long even when the socket
+ * is never full (a sender that encrypts no faster than its peer reads):
+ * the acks that came in meanwhile are read, the timers run.
+ */
+#define PEER_FLUSH_MS	20U
 
 const char *peer_state_name(enum peer_state s)
 {
@@ -265,6 +271,7 @@ static void peer_on_wire(struct peer *p, ssize_t sent)
 
 void peer_flush(struct peer *p)
 {
+	uint64_t t0 = loop_now_ms();
 	struct iovec iov[PEER_IOV];
 	bool pipe_full = false;
 	unsigned int n;
@@ -273,6 +280,13 @@ void peer_flush(struct peer *p)
 
 	while (p->ev.fd >= 0 && (p->pipe_len || p->head != p->tail)) {
 		size_t off = p->off;
+
+		if (loop_now_ms() - t0 >= PEER_FLUSH_MS) {
+			/* the socket still takes more: EPOLLOUT brings us back
+			 * once the loop has read what came in */
+			peer_arm(p, true);
+			return;
+		}
 
 		if (p->head != p->tail && peer_entry(p, p->head)->splice && !pipe_full) {
 			/* header and payload together into the pipe, then out */
