@@ -68,6 +68,7 @@ struct conn {
 	bool want_out;
 	bool closing;			/* Error queued: close once it is sent */
 	bool cand;			/* a candidate: no Hello accepted yet */
+	bool more;			/* conn_read() stopped with more to read */
 	struct wire_reader rd;
 	char node[CONFIG_NAME_MAX + 1];
 	char addr[64];
@@ -1053,7 +1054,12 @@ static void conn_read(struct secondary *s)
 	bool filled = false;
 	int r;
 
-	while (s->conn == c && !c->paused && loop_now_ms() - t0 < CONN_READ_MS) {
+	c->more = false;
+	while (s->conn == c && !c->paused) {
+		if (loop_now_ms() - t0 >= CONN_READ_MS) {
+			c->more = true;		/* before_sleep() comes back */
+			break;
+		}
 		if (s->apply && apply_full(s->apply)) {
 			/* queued records use memory too: let writes complete */
 			c->paused = true;
@@ -1215,17 +1221,23 @@ static void secondary_conn_event(struct ev *ev, uint32_t events)
 		conn_read(s);
 }
 
-/* Bytes TLS holds decrypted, which no epoll event reports: read them now. */
+/*
+ * Frames the reader holds after conn_read() ran out of time, and bytes TLS
+ * holds decrypted: no epoll event reports either, so read them now.
+ */
+static bool conn_more(const struct conn *c)
+{
+	return c && !c->paused && !c->closing && (c->more || tls_io_pending(&c->io));
+}
+
 static bool secondary_before_sleep(struct role *r)
 {
 	struct secondary *s = secondary_of(r);
-	struct conn *c = s->conn;
 
-	if (!c || c->paused || c->closing || !tls_io_pending(&c->io))
+	if (!conn_more(s->conn))
 		return false;
 	conn_read(s);
-	c = s->conn;
-	return c && !c->paused && !c->closing && tls_io_pending(&c->io);
+	return conn_more(s->conn);
 }
 
 static void secondary_apply_event(struct ev *ev, uint32_t events)
