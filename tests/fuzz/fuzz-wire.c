@@ -22,17 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "wire.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define ASSERT(cond) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "%s:%d: ASSERT(%s) failed\n",		\
-			__FILE__, __LINE__, #cond);			\
-		abort();						\
-	}								\
-} while (0)
 
 struct run {
 	/* how to feed */
