@@ -31,8 +31,7 @@
 #include "ring.h"
 
 static struct {
-	char dir[512];
-	char dev[600], state[600], conf[600];
+	struct fuzz_files files;
 	struct config *cfg;
 	bool sync;
 } fz;
@@ -41,8 +40,8 @@ static void fuzz_cleanup(void)
 {
 	fuzz_aio_cleanup();
 	config_free(fz.cfg);
-	fuzz_clear_dir(fz.state, true);
-	fuzz_clear_dir(fz.dir, true);
+	fuzz_clear_dir(fz.files.state, true);
+	fuzz_clear_dir(fz.files.dir, true);
 }
 
 static int kernel_set_mode(void *ctx, bool sync)
@@ -65,27 +64,19 @@ static void setup(void)
 {
 	char err[512];
 	FILE *f;
-	int fd;
 
-	fuzz_scratch(fz.dir, sizeof(fz.dir), "fuzz-primary");
-	snprintf(fz.dev, sizeof(fz.dev), "%s/alpha.img", fz.dir);
-	snprintf(fz.state, sizeof(fz.state), "%s/state", fz.dir);
-	snprintf(fz.conf, sizeof(fz.conf), "%s/alpha.conf", fz.dir);
-	fd = open(fz.dev, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	ASSERT(fd >= 0);
-	ASSERT(ftruncate(fd, (off_t)FUZZ_DEV_SECTORS * 512) == 0);
-	close(fd);
+	fuzz_files_make(&fz.files, "fuzz-primary", "alpha");
 	/* beta's address: the role's own connect() is refused, then replaced */
-	f = fopen(fz.conf, "w");
+	f = fopen(fz.files.conf, "w");
 	ASSERT(f);
 	fprintf(f, "resource = \"%s\";\nnode = \"%s\";\nrole = \"primary\";\n"
 		"device = \"%s\";\nstate-dir = \"%s\";\n"
 		"control-socket = \"%s/ctl.sock\";\ntransport = \"plain-insecure\";\n"
 		"reconnect-min-ms = 60000;\nreconnect-max-ms = 60000;\n"
 		"peers = ( { name = \"%s\"; address = \"127.0.0.1:1\"; mode = \"sync\"; } );\n",
-		FUZZ_RESOURCE, FUZZ_PRIMARY, fz.dev, fz.state, fz.dir, FUZZ_SECONDARY);
+		FUZZ_RESOURCE, FUZZ_PRIMARY, fz.files.dev, fz.files.state, fz.files.dir, FUZZ_SECONDARY);
 	ASSERT(fclose(f) == 0);
-	if (config_load(fz.conf, &fz.cfg, err, sizeof(err)) < 0) {
+	if (config_load(fz.files.conf, &fz.cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz-primary: %s\n", err);
 		abort();
 	}
@@ -164,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!fz.cfg)
 		setup();
-	fuzz_clear_dir(fz.state, false);
+	fuzz_clear_dir(fz.files.state, false);
 	last_release = last_ack = 0;
 	ASSERT(loop_new(&env.loop) == 0);
 	env.cfg = fz.cfg;

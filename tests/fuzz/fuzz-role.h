@@ -223,6 +223,31 @@ static void fuzz_scratch(char *dir, size_t len, const char *name)
 	abort();
 }
 
+/* A role fuzzer's files: a scratch directory and the paths in it. */
+struct fuzz_files {
+	char dir[512];
+	char dev[600], state[600], conf[600];
+};
+
+/*
+ * The scratch directory for name, and in it node's zeroed device of
+ * FUZZ_DEV_SECTORS (NODE.img), its state directory and configuration
+ * (NODE.conf) paths; all removed at exit.
+ */
+static void fuzz_files_make(struct fuzz_files *f, const char *name, const char *node)
+{
+	int fd;
+
+	fuzz_scratch(f->dir, sizeof(f->dir), name);
+	snprintf(f->dev, sizeof(f->dev), "%s/%s.img", f->dir, node);
+	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
+	snprintf(f->conf, sizeof(f->conf), "%s/%s.conf", f->dir, node);
+	fd = open(f->dev, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, (off_t)FUZZ_DEV_SECTORS * 512) == 0);
+	close(fd);
+}
+
 /* Remove the files in dir (one level), or dir itself too. */
 static void fuzz_clear_dir(const char *dir, bool self)
 {

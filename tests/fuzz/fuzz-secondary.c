@@ -26,8 +26,7 @@
 #include "fuzz-role.h"
 
 static struct {
-	char dir[512];
-	char dev[600], state[600], conf[600];
+	struct fuzz_files files;
 	struct config *cfg;
 	uint16_t port;
 } fz;
@@ -36,8 +35,8 @@ static void fuzz_cleanup(void)
 {
 	fuzz_aio_cleanup();
 	config_free(fz.cfg);
-	fuzz_clear_dir(fz.state, true);
-	fuzz_clear_dir(fz.dir, true);
+	fuzz_clear_dir(fz.files.state, true);
+	fuzz_clear_dir(fz.files.dir, true);
 }
 
 /* A loopback port free now, for the listener the role insists on. */
@@ -62,16 +61,16 @@ static void load_config(void)
 	config_free(fz.cfg);
 	fz.cfg = NULL;
 	fz.port = free_port();
-	f = fopen(fz.conf, "w");
+	f = fopen(fz.files.conf, "w");
 	ASSERT(f);
 	fprintf(f, "resource = \"%s\";\nnode = \"%s\";\nrole = \"secondary\";\n"
 		"device = \"%s\";\nlisten = \"127.0.0.1:%u\";\nstate-dir = \"%s\";\n"
 		"control-socket = \"%s/ctl.sock\";\ntransport = \"plain-insecure\";\n"
 		"drain-timeout-ms = 2000;\n"
 		"peers = ( { name = \"%s\"; address = \"127.0.0.1\"; } );\n",
-		FUZZ_RESOURCE, FUZZ_SECONDARY, fz.dev, fz.port, fz.state, fz.dir, FUZZ_PRIMARY);
+		FUZZ_RESOURCE, FUZZ_SECONDARY, fz.files.dev, fz.port, fz.files.state, fz.files.dir, FUZZ_PRIMARY);
 	ASSERT(fclose(f) == 0);
-	if (config_load(fz.conf, &fz.cfg, err, sizeof(err)) < 0) {
+	if (config_load(fz.files.conf, &fz.cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz-secondary: %s\n", err);
 		abort();
 	}
@@ -79,16 +78,7 @@ static void load_config(void)
 
 static void setup(void)
 {
-	int fd;
-
-	fuzz_scratch(fz.dir, sizeof(fz.dir), "fuzz-secondary");
-	snprintf(fz.dev, sizeof(fz.dev), "%s/beta.img", fz.dir);
-	snprintf(fz.state, sizeof(fz.state), "%s/state", fz.dir);
-	snprintf(fz.conf, sizeof(fz.conf), "%s/beta.conf", fz.dir);
-	fd = open(fz.dev, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	ASSERT(fd >= 0);
-	ASSERT(ftruncate(fd, (off_t)FUZZ_DEV_SECTORS * 512) == 0);
-	close(fd);
+	fuzz_files_make(&fz.files, "fuzz-secondary", "beta");
 	load_config();
 	atexit(fuzz_cleanup);
 }
@@ -130,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!fz.cfg)
 		setup();
-	fuzz_clear_dir(fz.state, false);
+	fuzz_clear_dir(fz.files.state, false);
 	ASSERT(loop_new(&env.loop) == 0);
 	r = start(&env);
 
@@ -145,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	secondary_role_ops.free(r);
 	loop_free(env.loop);
 	/* nothing beyond the device's end */
-	ASSERT(stat(fz.dev, &st) == 0);
+	ASSERT(stat(fz.files.dev, &st) == 0);
 	ASSERT(st.st_size == (off_t)FUZZ_DEV_SECTORS * 512);
 	return 0;
 }
