@@ -25,13 +25,7 @@ modprobe ghash_clmulni_intel 2> /dev/null || modprobe ghash_generic
 modprobe veth
 modprobe sch_tbf
 grep -q aes /proc/cpuinfo && log "the guest CPU has AES-NI (emulated by TCG)"
-ip netns add beta
-ip link add vbeta type veth peer name eth0 netns beta
-ip addr add 169.254.21.1/24 dev vbeta
-ip link set vbeta up
-ip -n beta addr add 169.254.21.2/24 dev eth0
-ip -n beta link set eth0 up
-ip -n beta link set lo up
+netns_link beta 1
 # The emulator encrypts far slower, next to copying and to its virtual
 # link, than a real CPU with AES-NI does (4.4 GB/s per core on this host,
 # 35 times a 1 Gbit/s link): the shaped link runs at 1 Gbit/s or a quarter

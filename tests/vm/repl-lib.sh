@@ -81,3 +81,15 @@ ring_compare() {
 		if ($2 == "op=flush") flushes++ }' "$2" || fail "$3: epochs do not follow flushes"
 	echo "$n"
 }
+
+# netns_link NAME N : network namespace NAME behind a veth pair, this side
+# vNAME at 169.254.2N.1/24, its side eth0 at 169.254.2N.2 (lo up too)
+netns_link() {
+	ip netns add "$1"
+	ip link add "v$1" type veth peer name eth0 netns "$1"
+	ip addr add "169.254.2$2.1/24" dev "v$1"
+	ip link set "v$1" up
+	ip -n "$1" addr add "169.254.2$2.2/24" dev eth0
+	ip -n "$1" link set eth0 up
+	ip -n "$1" link set lo up
+}

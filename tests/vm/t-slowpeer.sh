@@ -39,13 +39,7 @@ modprobe veth
 modprobe sch_tbf
 n=1
 for name in beta gamma; do
-	ip netns add $name
-	ip link add v$name type veth peer name eth0 netns $name
-	ip addr add 169.254.2$n.1/24 dev v$name
-	ip link set v$name up
-	ip -n $name addr add 169.254.2$n.2/24 dev eth0
-	ip -n $name link set eth0 up
-	ip -n $name link set lo up
+	netns_link $name $n
 	n=$((n + 1))
 done
 # shape <rate>|off : gamma's link (what alpha sends to it)

@@ -32,13 +32,7 @@ modprobe aesni_intel 2> /dev/null || modprobe aes_generic
 modprobe ghash_clmulni_intel 2> /dev/null || modprobe ghash_generic
 modprobe veth
 
-ip netns add beta
-ip link add vbeta type veth peer name eth0 netns beta
-ip addr add 169.254.21.1/24 dev vbeta
-ip link set vbeta up
-ip -n beta addr add 169.254.21.2/24 dev eth0
-ip -n beta link set eth0 up
-ip -n beta link set lo up
+netns_link beta 1
 
 (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $CONF/r0.psk)
 # conf TRANSPORT... : both configurations
