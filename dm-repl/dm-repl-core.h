@@ -210,6 +210,7 @@ struct repl_ring {
 	u64 hold_timeouts;
 	u64 bad_updates;
 	u64 io_errors;			/* failed local writes */
+	u64 space_waits;		/* writes that waited for ring space */
 
 	wait_queue_head_t space_wq;	/* writers waiting for ring space */
 	wait_queue_head_t poll_wq;	/* the consumer */
@@ -264,6 +265,7 @@ struct repl_ring_stats {
 	u64 hold_timeouts;
 	u64 bad_updates;
 	u64 io_errors;
+	u64 space_waits;
 	unsigned int nr_held;
 	bool consumer;
 	int meta;			/* -1 none, 0 ok, 1 failed */

@@ -542,7 +542,7 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 	u32 len = op == DM_REPL_OP_WRITE ? bio->bi_iter.bi_size : 0;
 	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
 	u64 seq, off, gen, o, round = 0, r = 0, rend = 0;
-	bool meta_wait = false;
+	bool meta_wait = false, waited = false;
 	sector_t sector;
 	u32 i, n;
 	long left;
@@ -561,6 +561,10 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		if (left <= 0) {
 			ring_enter_overflow(ring);
 			goto unlogged;
+		}
+		if (!waited) {
+			ring->space_waits++;
+			waited = true;
 		}
 		gen = ring->space_gen;
 		spin_unlock_irq(&ring->lock);
@@ -975,6 +979,7 @@ void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st)
 	st->hold_timeouts = ring->hold_timeouts;
 	st->bad_updates = ring->bad_updates;
 	st->io_errors = ring->io_errors;
+	st->space_waits = ring->space_waits;
 	st->nr_held = ring->nr_held;
 	st->meta = !ring->meta ? -1 : repl_meta_failed(ring->meta) ? 1 : 0;
 	st->intent_regions = repl_meta_intent_regions(ring->meta);

@@ -468,12 +468,14 @@ static const char *repl_state_name(u32 state)
  *   <ring_used_bytes>/<ring_bytes> <records_used>/<records>
  *   <bytes_logged> <out_of_sync_bytes> <consumer> <held>
  *   <overflows> <hold_timeouts> <meta> <intent_regions> <active_extents>
- *   <io_errors>
+ *   <io_errors> <space_waits>
  * state: ok | degraded (sync write not acknowledged in time; acting async
  * until caught up) | overflow (ring full: writes go to the dirty bitmap).
  * meta: none (no metadata device) | ok | failed (metadata writes failed:
  * the bitmap is no longer persistent).  io_errors: local writes that
- * failed.  New fields go at the end, so that parsers keep working.
+ * failed.  space_waits: writes that waited for ring space (back-pressure
+ * from a consumer that fell behind).  New fields go at the end, so that
+ * parsers keep working.
  */
 static void repl_status(struct dm_target *ti, status_type_t type,
 			unsigned int status_flags, char *result,
@@ -500,7 +502,8 @@ static void repl_status(struct dm_target *ti, status_type_t type,
 		       st.overflows, st.hold_timeouts,
 		       st.meta < 0 ? "none" : st.meta ? "failed" : "ok",
 		       st.intent_regions);
-		DMEMIT(" %llu %llu", st.active_extents, st.io_errors);
+		DMEMIT(" %llu %llu %llu", st.active_extents, st.io_errors,
+		       st.space_waits);
 		break;
 	case STATUSTYPE_TABLE:
 		/*
@@ -638,7 +641,7 @@ static int repl_iterate_devices(struct dm_target *ti,
 
 static struct target_type repl_target = {
 	.name = "repl",
-	.version = {1, 4, 0},
+	.version = {1, 5, 0},
 	.features = DM_TARGET_SINGLETON,
 	.module = THIS_MODULE,
 	.ctr = repl_ctr,

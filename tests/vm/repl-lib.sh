@@ -15,6 +15,7 @@ repl_st() {
 		v["oos"] = $12; v["consumer"] = $13; v["held"] = $14
 		v["overflows"] = $15; v["timeouts"] = $16; v["meta"] = $17
 		v["intent"] = $18; v["extents"] = $19; v["ioerrors"] = $20
+		v["space_waits"] = $21
 		if (!(f in v)) exit 1
 		print v[f]
 	}'
