@@ -7,16 +7,21 @@
 #  - The same application load (fio, 4 KiB random writes, queue depth 1,
 #    O_DIRECT, SLOWPEER_RUNTIME 15 s) runs with gamma's link free and with
 #    it shaped, alternating, SLOWPEER_ROUNDS (3) times each: no I/O error,
-#    no hold timeout (the sync path never waited for ring space), and the
-#    p99 write latency with the slow peer is within SLOWPEER_P99_MAX (1.20)
-#    times that without it (medians over the rounds).
+#    not one write waited for ring space (the target's space_waits stays
+#    0: the application never waited for gamma), no hold timeout (the sync
+#    path never waited), beta never pulled ahead.
 #  - gamma is pulled ahead (Behind) while its link is slow, and once the
 #    load stops and its link is free again, its bitmap resync brings it back
 #    to Established and UpToDate.
 #  - All three disks are byte-equal at the end, and status said UpToDate
 #    for both peers only with no region out of sync.
-# Figures: the p99 and median latencies and IOPS of every round, gamma's
-# pull-aheads and resynced bytes (log lines "round ...", "gamma ...").
+# Figures: the p99 and median latencies and IOPS of every round and the
+# ratio of the p99 medians, shaped / free; gamma's pull-aheads and
+# resynced bytes (log lines "round ...", "gamma ...").  The ratio is a
+# timing and so a benchmark's: tests/bench/bench-slowpeer.sh sets
+# SLOWPEER_P99_MAX (1.20) and runs this alone; here it is only reported.
+# SLOWPEER_ALPHA_OPTS adds settings to the primary's configuration
+# (congestion-fill-pct=0, no pull-ahead, makes the back-pressure check fail).
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -27,7 +32,7 @@ CONF=/tmp/dm-repl
 SIZE=$(blockdev --getsize64 /dev/vda)
 RUNTIME=${SLOWPEER_RUNTIME:-15}
 ROUNDS=${SLOWPEER_ROUNDS:-3}
-P99_MAX=${SLOWPEER_P99_MAX:-1.20}
+P99_MAX=${SLOWPEER_P99_MAX:-}
 RATE=${SLOWPEER_RATE:-4mbit}
 # fio writes into the first 64 MiB: the regions gamma misses stay few
 AREA=64M
@@ -57,7 +62,7 @@ repl_conf $CONF/gamma.conf resource=r0 node=gamma role=secondary device=/dev/vdc
 repl_conf $CONF/alpha.conf resource=r0 node=alpha role=primary device=/dev/vda \
 	meta-device=/dev/vdd ring-size-mb=8 keepalive-ms=300 peer-timeout-ms=2000 \
 	reconnect-min-ms=100 reconnect-max-ms=500 state-dir=/tmp/state-alpha initial-sync=skip \
-	peer=beta@169.254.21.2:7789/sync peer=gamma@169.254.22.2:7790/async
+	peer=beta@169.254.21.2:7789/sync peer=gamma@169.254.22.2:7790/async ${SLOWPEER_ALPHA_OPTS:-}
 "$REPLCTL" create-md --meta /dev/vdd --data /dev/vda --resource r0 > /dev/null || fail "create-md"
 
 ip netns exec beta "$REPLD" -c $CONF/beta.conf > /tmp/beta.log 2>&1 &
@@ -124,6 +129,9 @@ for r in $(seq "$ROUNDS"); do
 	grep -q '^Behind ' "/tmp/slow$r.samples" && behind_seen=$((behind_seen + 1))
 	shape off
 done
+waits=$(repl_st r0 space_waits)
+log "writes that waited for ring space: $waits; ring overflows: $(repl_st r0 overflows)"
+[ "$waits" = 0 ] || fail "$waits writes waited for ring space: the application waited for the slow peer"
 pa=$(peer gamma pulled_ahead)
 log "gamma: pulled ahead $pa times; Behind seen in $behind_seen of $ROUNDS slow rounds"
 [ "$pa" -ge "$ROUNDS" ] || fail "gamma was pulled ahead $pa times in $ROUNDS slow rounds: its link did not fill the ring"
@@ -140,8 +148,8 @@ med() { # PREFIX FIELD
 }
 f99=$(med free 1) s99=$(med slow 1) f50=$(med free 2) s50=$(med slow 2) fio_f=$(med free 3) fio_s=$(med slow 3)
 ratio=$(awk -v s="$s99" -v f="$f99" 'BEGIN { printf "%.2f", s / f }')
-log "p99 with the slow peer / without: $s99 / $f99 us = $ratio (max $P99_MAX); median $s50 / $f50 us; IOPS $fio_s / $fio_f"
-awk -v r="$ratio" -v m="$P99_MAX" 'BEGIN { exit !(r <= m) }' ||
+log "p99 with the slow peer / without: $s99 / $f99 us = $ratio (max ${P99_MAX:-not checked}); median $s50 / $f50 us; IOPS $fio_s / $fio_f"
+[ -z "$P99_MAX" ] || awk -v r="$ratio" -v m="$P99_MAX" 'BEGIN { exit !(r <= m) }' ||
 	fail "the slow async peer slowed the application: p99 $s99 us against $f99 us ($ratio > $P99_MAX)"
 
 # ---- back: gamma resyncs, everyone equal

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Benchmark (not a test): what one slow async peer costs the application.
+# Runs tests/vm/t-slowpeer.sh with more rounds and its p99 goal checked:
+# 4 KiB qd1 random writes with a sync peer and an async peer whose link is
+# free or shaped to 4 Mbit/s, alternating; the median over the rounds of
+# the p99 write latency, shaped / free, must be within SLOWPEER_P99_MAX
+# (1.20).  Run it alone on the machine: the ratio is a timing.  About 4
+# minutes with the default 5 rounds.
+# Usage: tests/bench/bench-slowpeer.sh [build dir]
+#   env: SLOWPEER_ROUNDS, SLOWPEER_RUNTIME, SLOWPEER_P99_MAX, SLOWPEER_RATE
+set -eu
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(cd "${1:-$SRC/build}" && pwd)
+ninja -C "$B" >/dev/null
+rc=0
+DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
+	"$SRC/tests/vm/vm-run.sh" --disks 4 --disk-size 256M --timeout 1200 --name bench-slowpeer \
+	--env SLOWPEER_ROUNDS="${SLOWPEER_ROUNDS:-5}" --env SLOWPEER_RUNTIME="${SLOWPEER_RUNTIME:-15}" \
+	--env SLOWPEER_P99_MAX="${SLOWPEER_P99_MAX:-1.20}" --env SLOWPEER_RATE="${SLOWPEER_RATE:-4mbit}" \
+	"$SRC/tests/vm/t-slowpeer.sh" > "$B/bench-slowpeer.log" 2>&1 || rc=$?
+grep -a '\[+\|^PASS\|^FAIL\|^vm-run' "$B/bench-slowpeer.log"
+exit $rc
