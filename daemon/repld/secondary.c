@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1494,6 +1495,14 @@ static int secondary_listen(struct secondary *s)
 	if (fd < 0)
 		return log_error_errno(-errno, "socket");
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/*
+	 * At boot repld starts before the network is configured: bind the
+	 * address anyway, connections arrive once it exists.
+	 */
+	if (cfg->listen.sa.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof(one));
+	else
+		setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&cfg->listen.sa, cfg->listen.len) < 0 ||
 	    listen(fd, 8) < 0) {
 		int r = -errno;
