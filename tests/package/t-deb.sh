@@ -39,7 +39,7 @@ for f in usr/sbin/repld usr/sbin/replctl \
 	lib/systemd/system/repld.target lib/udev/rules.d/60-dm-repl.rules \
 	usr/share/doc/dm-repl-utils/examples/r0.conf \
 	"usr/src/dm-repl-$UP/dkms.conf" "usr/src/dm-repl-$UP/Kbuild" \
-	"usr/src/dm-repl-$UP/include/uapi/linux/dm-repl.h"; do
+	"usr/src/dm-repl-$UP/include/uapi/linux/dm-repl.h" usr/lib/modules-load.d/dm-repl.conf; do
 	[ -e "$R/$f" ] || fail "/$f is in neither package"
 done
 [ -d "$R/etc/dm-repl" ] || fail "/etc/dm-repl is not in dm-repl-utils"
