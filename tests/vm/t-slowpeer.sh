@@ -6,7 +6,7 @@
 # reaches half of it within seconds.
 #  - The same application load (fio, 4 KiB random writes, queue depth 1,
 #    O_DIRECT, SLOWPEER_RUNTIME 15 s) runs with gamma's link free and with
-#    it shaped, alternating, SLOWPEER_ROUNDS (3) times each: no I/O error,
+#    it shaped, alternating, SLOWPEER_ROUNDS (2) times each: no I/O error,
 #    not one write waited for ring space (the target's space_waits stays
 #    0: the application never waited for gamma), no hold timeout (the sync
 #    path never waited), beta never pulled ahead.
@@ -31,7 +31,7 @@ REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 CONF=/tmp/dm-repl
 SIZE=$(blockdev --getsize64 /dev/vda)
 RUNTIME=${SLOWPEER_RUNTIME:-15}
-ROUNDS=${SLOWPEER_ROUNDS:-3}
+ROUNDS=${SLOWPEER_ROUNDS:-2}
 P99_MAX=${SLOWPEER_P99_MAX:-}
 RATE=${SLOWPEER_RATE:-4mbit}
 # fio writes into the first 64 MiB: the regions gamma misses stay few
