@@ -9,7 +9,7 @@ PKGS="
   linux-headers-amd64 linux-image-amd64 linux-source-6.1
   qemu-system-x86 busybox-static dmsetup kmod cpio iproute2
   fio drbd-utils iperf3 socat jq e2fsprogs xz-utils systemd
-  build-essential debhelper dh-dkms dkms lintian
+  build-essential debhelper dh-dkms dkms lintian debootstrap qemu-utils initramfs-tools
 "
 missing=""
 for p in $PKGS; do
