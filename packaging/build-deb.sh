@@ -39,7 +39,7 @@ echo "build-deb: dpkg-buildpackage in $TREE"
 	echo "build-deb: dpkg-buildpackage failed; the whole log is $OUT/build.log" >&2
 	exit 1
 }
-mv "$OUT"/../dm-repl*_"$VER"_*.deb "$OUT"/../dm-repl_"$VER"_*.changes "$OUT"/../dm-repl_"$VER"_*.buildinfo "$OUT"/ 2>/dev/null || true
+# dpkg-buildpackage leaves its results beside the tree, in OUTDIR
 ls "$OUT"/dm-repl-utils_"$VER"_*.deb "$OUT"/dm-repl-dkms_"$VER"_all.deb > /dev/null
 rc=0
 # the gate; then the report, with the overridden tags (O:) too

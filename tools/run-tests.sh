@@ -2,7 +2,8 @@
 # The one command that runs every dm-repl test on a fresh Debian 12 machine
 # (as root): installs the packages, builds (gcc with the module, clang, and
 # an ASan+UBSan build of the userspace), runs the unit, integration, fuzz,
-# lint, VM, package and system suites, and prints "N passed, N failed" as its last line.
+# lint, VM, package and system suites, and prints "N passed, N failed" as
+# its last line.
 #
 # Usage: tools/run-tests.sh [meson test args, e.g. --suite vm or a test name]
 set -eu
