@@ -26,6 +26,8 @@
 #  - "systemctl reload" re-reads the configuration in the same process;
 #    "systemctl stop repld.target" stops both resources, each draining,
 #    and "start" brings both back; after the stop the two disks are equal.
+#  - socket activation: with beta's listener held by repld@r0-beta.socket,
+#    the primary's reconnect starts repld@r0-beta, which takes the socket.
 #  - "apt purge" removes the packages, the module and the units.
 # SYS_OLD_UNIT=1 (sys-run.sh --env, with --file UNIT:old-unit) installs
 # that unit as /etc/systemd/system/repld@.service, to show what the test
@@ -200,6 +202,23 @@ boot2() {
 	done
 	wait_for 60 beta_in_sync || fail "beta not in sync after repld.target started"
 	log "repld.target started both again"
+
+	# socket activation: beta's listener held by repld@r0-beta.socket, on
+	# the resource's port by a drop-in; the primary's next connect starts
+	# the service, which takes the socket
+	systemctl stop repld@r0-beta.service || fail "stop repld@r0-beta"
+	mkdir -p /etc/systemd/system/repld@r0-beta.socket.d
+	printf '[Socket]\nListenStream=\nListenStream=127.0.0.1:7789\n' > /etc/systemd/system/repld@r0-beta.socket.d/port.conf
+	systemctl daemon-reload
+	systemctl start repld@r0-beta.socket || fail "systemctl start repld@r0-beta.socket"
+	wait_for 60 sh -c '[ "$(systemctl show -P ActiveState repld@r0-beta.service)" = active ]' ||
+		fail "the primary's connect did not start repld@r0-beta through its socket ($(prop repld@r0-beta.socket ActiveState))"
+	journalctl -u repld@r0-beta --no-pager | tail -n 20 | grep -q 'listening on 1 socket(s) from systemd' ||
+		fail "repld@r0-beta did not take its socket from systemd"
+	wait_for 60 beta_in_sync || { st; fail "beta not in sync behind its socket unit"; }
+	log "socket activation: the primary's connect started repld@r0-beta, which took the socket; in sync"
+	systemctl stop repld@r0-beta.socket
+	rm -r /etc/systemd/system/repld@r0-beta.socket.d
 
 	systemctl disable --now repld@r0 repld@r0-beta || fail "disable --now"
 	dmsetup remove r0 || fail "dmsetup remove r0"
