@@ -50,6 +50,7 @@ rm -rf "$RUN"
 mkdir -p "$RUN/payload"
 cp "$SCRIPT" "$RUN/payload/run.sh"
 cp "$HERE/guest/lib.sh" "$RUN/payload/lib.sh"
+cp "$SRC/tests/lib/common.sh" "$RUN/payload/common.sh"
 : > "$RUN/payload/env"
 for e in "${ENVS[@]}"; do
 	[[ $e =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_./:-]*$ ]] || fail "--env $e: want NAME=VALUE"

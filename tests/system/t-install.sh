@@ -162,7 +162,7 @@ boot2() {
 	log "repld@r0 ($pid) stopped with SIGSTOP"
 	dd if=/dev/urandom of=/srv/data/stalled bs=64k count=16 conv=fsync status=none &
 	dd_pid=$!
-	wait_for 60 sh -c "[ \"\$(systemctl show -P NRestarts repld@r0.service)\" -gt $n ] && [ \"\$(systemctl show -P ActiveState repld@r0.service)\" = active ]" ||
+	wait_for 60 "[ \"\$(prop repld@r0.service NRestarts)\" -gt $n ] && [ \"\$(prop repld@r0.service ActiveState)\" = active ]" ||
 		fail "systemd did not restart the stalled repld (NRestarts $(prop repld@r0.service NRestarts), $(prop repld@r0.service ActiveState))"
 	wait "$dd_pid" || fail "the write made while repld was stopped failed"
 	journalctl -u repld@r0 --no-pager | grep -q 'Watchdog timeout' || fail "no watchdog timeout in repld@r0's journal"
@@ -178,7 +178,7 @@ boot2() {
 	pid=$(prop repld@r0.service MainPID)
 	systemctl reload repld@r0 || fail "systemctl reload repld@r0"
 	[ "$(prop repld@r0.service MainPID)" = "$pid" ] || fail "reload replaced the process"
-	wait_for 10 sh -c "journalctl -u repld@r0 --no-pager | grep -q 'reload: configuration .* applied'" || fail "no reload in repld@r0's journal"
+	wait_for 10 "journalctl -u repld@r0 --no-pager | grep -q 'reload: configuration .* applied'" || fail "no reload in repld@r0's journal"
 	[ "$(prop repld@r0.service ActiveState)" = active ] || fail "repld@r0 $(prop repld@r0.service ActiveState) after reload"
 	log "reload: same process, active"
 
@@ -189,7 +189,7 @@ boot2() {
 	# the target stops first (the resources are ordered before it), then
 	# each resource drains and stops
 	for u in repld@r0 repld@r0-beta; do
-		wait_for 60 sh -c "[ \"\$(systemctl show -P ActiveState $u.service)\" = inactive ]" ||
+		wait_for 60 "[ \"\$(prop $u.service ActiveState)\" = inactive ]" ||
 			fail "$u is $(prop $u.service ActiveState) 60 s after stopping repld.target"
 		[ "$(prop $u.service Result)" = success ] || fail "$u stopped with $(prop $u.service Result)"
 	done
@@ -211,7 +211,7 @@ boot2() {
 	printf '[Socket]\nListenStream=\nListenStream=127.0.0.1:7789\n' > /etc/systemd/system/repld@r0-beta.socket.d/port.conf
 	systemctl daemon-reload
 	systemctl start repld@r0-beta.socket || fail "systemctl start repld@r0-beta.socket"
-	wait_for 60 sh -c '[ "$(systemctl show -P ActiveState repld@r0-beta.service)" = active ]' ||
+	wait_for 60 '[ "$(prop repld@r0-beta.service ActiveState)" = active ]' ||
 		fail "the primary's connect did not start repld@r0-beta through its socket ($(prop repld@r0-beta.socket ActiveState))"
 	journalctl -u repld@r0-beta --no-pager | tail -n 20 | grep -q 'listening on 1 socket(s) from systemd' ||
 		fail "repld@r0-beta did not take its socket from systemd"
