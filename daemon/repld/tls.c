@@ -171,30 +171,80 @@ static int tls_psk_find(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SES
 	return 1;
 }
 
+/*
+ * OpenSSL skips the names it does not know as long as one is known: each
+ * configured name must be among the context's suites, or a typo would
+ * quietly change what is offered.  Writes a message only on failure.
+ */
+static int tls_check_suites(SSL_CTX *ctx, const char *list, char *err, size_t len)
+{
+	STACK_OF(SSL_CIPHER) *sk = SSL_CTX_get_ciphers(ctx);
+	const char *p = list;
+
+	while (*p) {
+		size_t n = strcspn(p, ":");
+		bool found = false;
+		int i;
+
+		for (i = 0; i < sk_SSL_CIPHER_num(sk) && !found; i++) {
+			const char *name = SSL_CIPHER_get_name(sk_SSL_CIPHER_value(sk, i));
+
+			found = strlen(name) == n && !memcmp(name, p, n);
+		}
+		if (n && !found) {
+			snprintf(err, len, "tls-ciphersuites: %.*s is not a TLS 1.3 suite OpenSSL knows",
+				 (int)n, p);
+			return -EINVAL;
+		}
+		p += n + (p[n] == ':');
+	}
+	return 0;
+}
+
+/*
+ * A TLS 1.3 PSK is bound to a hash: the session carries the first
+ * configured suite that hashes with SHA-256, which both nodes then offer.
+ */
+static const SSL_CIPHER *tls_psk_cipher(SSL_CTX *ctx)
+{
+	STACK_OF(SSL_CIPHER) *sk = SSL_CTX_get_ciphers(ctx);
+	int i;
+
+	for (i = 0; i < sk_SSL_CIPHER_num(sk); i++) {
+		const SSL_CIPHER *c = sk_SSL_CIPHER_value(sk, i);
+
+		/* TLS 1.3 suites are 0x13XX */
+		if ((SSL_CIPHER_get_protocol_id(c) >> 8) == 0x13 &&
+		    EVP_MD_get_type(SSL_CIPHER_get_handshake_digest(c)) == NID_sha256)
+			return c;
+	}
+	return NULL;
+}
+
 static int tls_ctx_psk(struct tls_ctx *t, const struct config *c, char *err, size_t len)
 {
-	static const unsigned char aes128gcm[] = { 0x13, 0x01 };
 	unsigned char key[TLS_PSK_MAX];
-	const SSL_CIPHER *cipher;
+	const SSL_CIPHER *cipher = tls_psk_cipher(t->ctx);
 	size_t keylen = 0;
-	SSL *tmp;
 	int r;
 
+	if (!cipher) {
+		snprintf(err, len,
+			 "tls-ciphersuites \"%s\": a pre-shared key needs a SHA-256 suite (TLS_AES_128_GCM_SHA256 or TLS_CHACHA20_POLY1305_SHA256)",
+			 c->tls_ciphersuites);
+		return -EINVAL;
+	}
 	r = tls_read_psk(c->tls_psk_file, key, &keylen, err, len);
 	if (r < 0)
 		return r;
-	tmp = SSL_new(t->ctx);
-	cipher = tmp ? SSL_CIPHER_find(tmp, aes128gcm) : NULL;
 	t->psk = SSL_SESSION_new();
-	if (!cipher || !t->psk || !SSL_SESSION_set1_master_key(t->psk, key, keylen) ||
+	if (!t->psk || !SSL_SESSION_set1_master_key(t->psk, key, keylen) ||
 	    !SSL_SESSION_set_cipher(t->psk, cipher) ||
 	    !SSL_SESSION_set_protocol_version(t->psk, TLS1_3_VERSION)) {
-		SSL_free(tmp);
 		OPENSSL_cleanse(key, sizeof(key));
 		tls_ossl_error(err, len);
 		return -EINVAL;
 	}
-	SSL_free(tmp);
 	OPENSSL_cleanse(key, sizeof(key));
 	snprintf(t->identity, sizeof(t->identity), "dm-repl:%s", c->resource);
 	SSL_CTX_set_psk_use_session_callback(t->ctx, tls_psk_use);
@@ -258,12 +308,21 @@ int tls_ctx_new(const struct config *c, struct tls_ctx **ret, char *err, size_t 
 		return -ENOMEM;
 	t->mode = c->transport;
 	t->ctx = SSL_CTX_new(TLS_method());
-	if (!t->ctx ||
-	    !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION) ||
-	    !SSL_CTX_set_ciphersuites(t->ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256")) {
+	if (!t->ctx || !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION)) {
 		tls_ossl_error(err, len);
 		tls_ctx_free(t);
 		return -ENOMEM;
+	}
+	/* a list of unknown names fails, known ones beside them are taken */
+	r = SSL_CTX_set_ciphersuites(t->ctx, c->tls_ciphersuites) ? 0 : -EINVAL;
+	if (!r)
+		r = tls_check_suites(t->ctx, c->tls_ciphersuites, err, len);
+	else if (!tls_check_suites(t->ctx, c->tls_ciphersuites, err, len))
+		snprintf(err, len, "tls-ciphersuites \"%s\": not TLS 1.3 suites",
+			 c->tls_ciphersuites);
+	if (r < 0) {
+		tls_ctx_free(t);
+		return r;
 	}
 	/*
 	 * kTLS where the kernel has it; no tickets and no session cache:

@@ -70,6 +70,8 @@ static void check_config(const struct config *c, const char *path)
 	       (!c->resync_snapshot[0] || c->resync_snapshot[0] == '/'));
 	ASSERT(terminated(c->state_dir, sizeof(c->state_dir)));
 	ASSERT(terminated(c->control_socket, sizeof(c->control_socket)));
+	ASSERT(terminated(c->tls_ciphersuites, sizeof(c->tls_ciphersuites)) &&
+	       c->tls_ciphersuites[0]);
 	ASSERT(!c->has_listen || (c->listen.len > 0 && c->listen.len <= sizeof(c->listen.sa) &&
 				  terminated(c->listen.text, sizeof(c->listen.text))));
 	ASSERT(c->nr_peers >= 1 && c->nr_peers <= CFG_MAX_PEERS && c->peers);

@@ -104,6 +104,13 @@ repl_conf "$T/alpha.conf" resource=r1 node=alpha role=primary device="$T/alpha.i
 	peer-timeout-ms=2000 reconnect-min-ms=50 reconnect-max-ms=200 initial-sync=skip \
 	"peer=beta@127.0.0.1:${SEC_PORT[beta]}/async" "tls-psk-file=$D/r1.psk"
 refused "a peer of resource r1" 'PSK identity "dm-repl:r1" is not this resource'"'"'s'
+# the suites each side offers: the configured one is used; none shared, refused
+CHACHA=tls-ciphersuites=TLS_CHACHA20_POLY1305_SHA256
+beta_start "${PSK[@]}" "$CHACHA"
+alpha_conf r0 "${PSK[@]}" tls-ciphersuites=TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
+good 3 TLS_CHACHA20_POLY1305_SHA256
+alpha_conf r0 "${PSK[@]}" tls-ciphersuites=TLS_AES_128_GCM_SHA256
+refused "no suite in common" "TLS handshake: .*no shared cipher"
 
 # an impostor without the key: plain TCP, a valid Hello as alpha, a write
 beta_start "${BETA_ARGS[@]}"
@@ -169,7 +176,15 @@ sed -i '/^transport/d' beta.conf
 "$REPLD" -c beta.conf > perm.log 2>&1 && fail "repld started without any transport setting"
 grep -q 'no transport security: set tls-psk-file, or tls-ca, tls-cert and tls-key (TLS 1.3); for plain TCP set transport = "plain-insecure"' perm.log ||
 	fail "unclear message without a transport: $(cat perm.log)"
-log "loose key files, a bad key, two ways at once and none refused at start"
+secondary_config beta "${SEC_PORT[beta]}" "${PSK[@]}" tls-ciphersuites=TLS_AES_128_GCM_SHA265
+"$REPLD" -c beta.conf > perm.log 2>&1 && fail "repld started with a misspelt suite"
+grep -q "tls-ciphersuites: TLS_AES_128_GCM_SHA265 is not a TLS 1.3 suite OpenSSL knows" perm.log ||
+	fail "unclear message for a misspelt suite: $(cat perm.log)"
+secondary_config beta "${SEC_PORT[beta]}" "${PSK[@]}" tls-ciphersuites=TLS_AES_256_GCM_SHA384
+"$REPLD" -c beta.conf > perm.log 2>&1 && fail "repld started with a PSK and no SHA-256 suite"
+grep -q "a pre-shared key needs a SHA-256 suite" perm.log ||
+	fail "unclear message for a PSK without a SHA-256 suite: $(cat perm.log)"
+log "loose key files, a bad key, two ways at once, none, a misspelt suite and a PSK without a SHA-256 suite refused at start"
 
 beta_start transport=plain-insecure
 grep -q 'transport = "plain-insecure": the replication links are neither authenticated nor encrypted' beta.log ||

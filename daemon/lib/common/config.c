@@ -152,7 +152,7 @@ static const char *const root_keys[] = {
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
 	"congestion-fill-pct", "transport", "tls-ca", "tls-cert", "tls-key", "tls-psk-file",
-	"tls-ktls", NULL,
+	"tls-ktls", "tls-ciphersuites", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -315,13 +315,26 @@ static int cfg_transport(struct cfg_ctx *x, const config_setting_t *root, struct
 	const config_setting_t *k = config_setting_get_member(root, "tls-ktls");
 	char t[32] = "tls";
 	unsigned int i, certs = 0;
-	int r;
+	int r, suites;
 
 	if (k && config_setting_type(k) != CONFIG_TYPE_BOOL)
 		return cfg_fail(x, k, "tls-ktls: expected true or false");
 	c->tls_ktls = !k || config_setting_get_bool(k);
 	if ((r = cfg_string(x, root, "transport", false, t, sizeof(t))) < 0)
 		return r;
+	suites = cfg_string(x, root, "tls-ciphersuites", false, c->tls_ciphersuites,
+			    sizeof(c->tls_ciphersuites));
+	if (suites < 0)
+		return suites;
+	/* OpenSSL's suite names, colon separated; OpenSSL checks the names */
+	if (suites > 0 && (!c->tls_ciphersuites[0] ||
+		      strspn(c->tls_ciphersuites, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:") !=
+		      strlen(c->tls_ciphersuites)))
+		return cfg_fail(x, config_setting_get_member(root, "tls-ciphersuites"),
+				"tls-ciphersuites: expected TLS 1.3 suite names separated by ':', e.g. TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256");
+	if (suites == 0)
+		snprintf(c->tls_ciphersuites, sizeof(c->tls_ciphersuites), "%s",
+			 CONFIG_TLS_CIPHERSUITES);
 	for (i = 0; i < 4; i++) {
 		if ((r = cfg_string(x, root, keys[i], false, vals[i], PATH_MAX)) < 0)
 			return r;
@@ -332,7 +345,7 @@ static int cfg_transport(struct cfg_ctx *x, const config_setting_t *root, struct
 	}
 	if (!strcmp(t, "plain-insecure")) {
 		c->transport = TRANSPORT_PLAIN;
-		if (certs || c->tls_psk_file[0])
+		if (certs || c->tls_psk_file[0] || suites > 0)
 			return cfg_fail(x, config_setting_get_member(root, "transport"),
 					"transport = \"plain-insecure\" with tls-* settings: remove one or the other");
 		return 0;

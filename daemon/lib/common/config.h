@@ -16,6 +16,8 @@
 
 #define CONFIG_DIR		"/etc/dm-repl"
 #define CONFIG_NAME_MAX		64
+/* tls-ciphersuites' default: AES-GCM first, where CPUs have AES in hardware */
+#define CONFIG_TLS_CIPHERSUITES	"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 enum peer_mode {
 	MODE_ASYNC = 0,
@@ -79,6 +81,7 @@ struct config {
 	char tls_key[PATH_MAX];		/* and its private key */
 	char tls_psk_file[PATH_MAX];	/* the resource's pre-shared key, hex */
 	bool tls_ktls;			/* send with kernel TLS where there is one */
+	char tls_ciphersuites[256];	/* TLS 1.3 suites, OpenSSL's names, in order */
 	bool has_control_group;		/* members may run read-only commands */
 	gid_t control_group;
 	unsigned int ring_size_mb;
