@@ -32,7 +32,8 @@ usage: vm-run.sh [options] <guest-script> [args...]
   --env NAME=VALUE  export NAME=VALUE to the guest script (repeatable)
 env: DMREPL_BUILD_DIR (required), DMREPL_SRC_DIR (required),
      DMREPL_REQUIRE_VM=1 (missing qemu/kernel fails instead of skipping),
-     KVER (guest kernel), ACCEL=auto|tcg|kvm (default auto)
+     KVER (guest kernel), ACCEL=auto|tcg|kvm (default auto),
+     TCG_CPU (the guest CPU under TCG, default max,-erms)
 logs: $DMREPL_BUILD_DIR/vm-work/runs/<name>[-<n>]/ (console.log, out/dmesg.txt, ...)
 EOF
 }
@@ -195,7 +196,7 @@ accel_args() {
 	# TCG runs "rep movsb" one byte per step (~0.4 GB/s in the guest, against
 	# ~2.7 GB/s for "rep movsq"): hide ERMS so the guest kernel's memcpy
 	# takes the rep movsq path, as fast relative to I/O as on real CPUs.
-	tcg) echo "-accel tcg,thread=multi -cpu max,-erms" ;;
+	tcg) echo "-accel tcg,thread=multi -cpu ${TCG_CPU:-max,-erms}" ;;
 	esac
 }
 ACCEL=${ACCEL:-auto}
