@@ -5,7 +5,10 @@
 # then traces one second of the same workload (ftrace: syscalls, block
 # requests) and follows each write through the hand-offs (syncpath.py).
 # Tracing slows every step; the shares are what the trace is for.
-# env: RUNTIME seconds per untraced run (default 8)
+# env: RUNTIME seconds per untraced run (default 8); TRANSPORT plain (the
+# default), ktls or user: the link is TLS 1.3 with a PSK, the primary
+# sending through the kernel or OpenSSL; CIPHER aes-128-gcm (default) or
+# chacha20-poly1305
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -28,8 +31,26 @@ mount -t tracefs nodev $T 2>/dev/null || true
 [ -w $T/trace ] || skip "no tracefs in this kernel"
 
 RING_MB=64 HOLD_MS=10000 repld_configs sync
+TRANSPORT=${TRANSPORT:-plain}
+case ${CIPHER:-aes-128-gcm} in
+aes-128-gcm) SUITE=TLS_AES_128_GCM_SHA256 MODS="gcm aesni_intel ghash_clmulni_intel" ;;
+chacha20-poly1305) SUITE=TLS_CHACHA20_POLY1305_SHA256 MODS="chacha_generic poly1305_generic chacha20poly1305" ;;
+*) fail "CIPHER=$CIPHER: aes-128-gcm or chacha20-poly1305" ;;
+esac
+if [ "$TRANSPORT" != plain ]; then
+	# what the kernel would load itself, had it a modprobe in this guest
+	modprobe tls || fail "no tls module"
+	for m in $MODS; do modprobe "$m" 2> /dev/null || true; done
+	(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $CONF/r0.psk)
+	for f in $CONF/alpha.conf $CONF/beta.conf; do
+		sed -i '/^transport/d' "$f"
+		printf 'tls-psk-file = "%s";\ntls-ciphersuites = "%s";\ntls-ktls = %s;\n' \
+			"$CONF/r0.psk" "$SUITE" "$([ "$TRANSPORT" = ktls ] && echo true || echo false)" >> "$f"
+	done
+fi
 repld_start
 [ "$(repl_st r0 mode)" = sync ] || fail "repl device not in sync mode"
+echo "BENCH link: $(repld_json '.peers[0].transport')"
 echo "BENCH repl sync 4k qd1 mean latency (untraced): $(lat /dev/mapper/r0) us"
 
 echo 60000 > $T/buffer_size_kb

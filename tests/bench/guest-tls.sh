@@ -56,6 +56,21 @@ SPEED=$(openssl speed -evp "$CIPHER" -bytes 16384 -seconds 2 -mr 2> /dev/null |
 RATE=$((SPEED / 4 < 125000000 ? SPEED / 4 : 125000000))
 log "$CIPHER in this guest (openssl speed, 16 KiB): $((SPEED / 1000000)) MB/s; shaped link: $((RATE * 8 / 1000000)) Mbit/s"
 echo "BENCH ${CIPHER}_MBps $((SPEED / 1000000)) shaped_link_Mbps $((RATE * 8 / 1000000))"
+# The records' own cost, with no daemon and no disk: 4 KiB out and one
+# byte back over loopback (repl-tcprr), plain and with the suite used
+# below, each as repld's peers do it in userspace.
+RR=$DMREPL_BUILD_DIR/tests/tools/repl-tcprr
+rr_us() { # [--tls SUITE]
+	"$RR" server --port 7999 --size 4096 "$@" &
+	local srv=$! out
+	sleep 0.5
+	out=$("$RR" client --port 7999 --size 4096 --count 2000 --warmup 50 "$@" |
+		sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
+	wait $srv || fail "repl-tcprr $*"
+	awk -v s="$out" 'BEGIN { printf "%.0f", s / 2000 * 1e6 }'
+}
+RR_PLAIN=$(rr_us) RR_TLS=$(rr_us --tls $SUITE)
+echo "BENCH tcprr-4k-loopback plain_us $RR_PLAIN tls_us $RR_TLS (TLS adds $((RR_TLS - RR_PLAIN)) us per request/response)"
 tc qdisc add dev vbeta root tbf rate $((RATE * 8))bit burst 256kb latency 50ms
 (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $CONF/r0.psk)
 

@@ -16,6 +16,11 @@ import statistics
 import sys
 
 NR_READ, NR_WRITE, NR_WRITEV, NR_IOCTL, NR_IO_GETEVENTS, NR_IO_SUBMIT = 0, 1, 20, 16, 208, 209
+NR_SENDTO, NR_RECVFROM, NR_SENDMSG, NR_RECVMSG = 44, 45, 46, 47
+# OpenSSL reads and writes a socket with read() and write(), or recvmsg()
+# and sendmsg() where the kernel holds the keys (kTLS)
+RECV = (NR_READ, NR_RECVFROM, NR_RECVMSG)
+SEND = (NR_WRITE, NR_WRITEV, NR_SENDTO, NR_SENDMSG)
 LINE = re.compile(r'\s*(.+)-(\d+)\s+\[\d+\]\s+\S+\s+([\d.]+): (\w+): (.*)')
 SYS = re.compile(r'NR (\d+)(?: = (-?\d+))?')
 
@@ -45,7 +50,8 @@ def main():
     pdev, sdev = sys.argv[5] + ' ', sys.argv[6] + ' '
 
     def sysc(pid, kind, nr, ok=False):
-        return lambda e: e[1] == pid and e[2] == kind and e[3] == nr and (not ok or (e[4] or 0) > 0)
+        nrs = nr if isinstance(nr, tuple) else (nr,)
+        return lambda e: e[1] == pid and e[2] == kind and e[3] in nrs and (not ok or (e[4] or 0) > 0)
 
     def blk(kind, dev):
         return lambda e: e[2] == kind and e[5].startswith(dev)
@@ -54,12 +60,12 @@ def main():
         ('local write issued', blk('block_rq_issue', pdev)),
         ('io_submit returns', sysc(fio, 'sys_exit', NR_IO_SUBMIT)),
         ('primary sends (writev)', sysc(prim, 'sys_enter', NR_WRITEV)),
-        ('secondary has it (read)', sysc(sec, 'sys_exit', NR_READ, ok=True)),
+        ('secondary has it (read)', sysc(sec, 'sys_exit', RECV, ok=True)),
         ('secondary io_submit', sysc(sec, 'sys_enter', NR_IO_SUBMIT)),
         ('secondary write issued', blk('block_rq_issue', sdev)),
         ('secondary write done', blk('block_rq_complete', sdev)),
-        ('secondary sends ack', sysc(sec, 'sys_enter', NR_WRITE)),
-        ('primary has ack (read)', sysc(prim, 'sys_exit', NR_READ, ok=True)),
+        ('secondary sends ack', sysc(sec, 'sys_enter', SEND)),
+        ('primary has ack (read)', sysc(prim, 'sys_exit', RECV, ok=True)),
         ('primary kicks (ioctl)', sysc(prim, 'sys_enter', NR_IOCTL)),
         ('fio has completion', sysc(fio, 'sys_exit', NR_IO_GETEVENTS)),
     ]

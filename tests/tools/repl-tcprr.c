@@ -6,13 +6,18 @@
  * the benchmarks as the reference for the 100 Mbit / 10 ms link: it is what
  * the link and TCP allow with no storage and no daemon in the path.
  *
- *   repl-tcprr server [--port P] [--size BYTES]
+ *   repl-tcprr server [--port P] [--size BYTES] [--tls SUITE]
  *	accept one connection; for every BYTES read, answer one byte; exit
  *	when the client closes
- *   repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W]
+ *   repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W] [--tls SUITE]
  *	W + N requests to 127.0.0.1:P (TCP_NODELAY), time the last N; prints
  *	"requests=N bytes=BYTES seconds=S MB/s=R ms=M" (MB = 10^6 bytes, ms
  *	per request)
+ *
+ * With --tls both ends speak TLS 1.3 with the suite SUITE (OpenSSL's name)
+ * and a pre-shared key built in (the cost of the records is measured, not
+ * who holds the key): the floor of a replicated write over TLS, as repld's
+ * links send it in userspace.
  *
  * Exit status 0, 1 on an error (message on stderr), 2 on bad usage.
  */
@@ -30,13 +35,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #define MAX_SIZE	(64UL << 20)
+
+static SSL_SESSION *tls_psk;
+
+struct conn {
+	int fd;
+	SSL *ssl;		/* NULL: plain TCP */
+};
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: repl-tcprr server [--port P] [--size BYTES]\n"
-		"       repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W]\n"
+		"usage: repl-tcprr server [--port P] [--size BYTES] [--tls SUITE]\n"
+		"       repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W] [--tls SUITE]\n"
 		"defaults: port 7999, size 1048576 (1 to %lu), count 40, warmup 3\n",
 		MAX_SIZE);
 }
@@ -63,13 +77,27 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int xfer(int fd, char *buf, size_t len, bool out)
+static ssize_t tls_xfer(SSL *ssl, char *buf, size_t len, bool out)
+{
+	size_t n = 0;
+	int ok = out ? SSL_write_ex(ssl, buf, len, &n) : SSL_read_ex(ssl, buf, len, &n);
+
+	if (ok)
+		return (ssize_t)n;
+	if (SSL_get_error(ssl, 0) == SSL_ERROR_ZERO_RETURN)
+		return 0;
+	errno = EPROTO;
+	return -1;
+}
+
+static int xfer(struct conn *c, char *buf, size_t len, bool out)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t r = out ? write(fd, buf + done, len - done) :
-				  read(fd, buf + done, len - done);
+		ssize_t r = c->ssl ? tls_xfer(c->ssl, buf + done, len - done, out) :
+			    out ? write(c->fd, buf + done, len - done) :
+				  read(c->fd, buf + done, len - done);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -82,6 +110,52 @@ static int xfer(int fd, char *buf, size_t len, bool out)
 	return 0;
 }
 
+static int psk_use(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+		   SSL_SESSION **sess)
+{
+	SSL_SESSION_up_ref(tls_psk);
+	*sess = tls_psk;
+	*id = (const unsigned char *)"repl-tcprr";
+	*idlen = strlen("repl-tcprr");
+	return 1;
+}
+
+static int psk_find(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
+{
+	SSL_SESSION_up_ref(tls_psk);
+	*sess = tls_psk;
+	return 1;
+}
+
+/* TLS 1.3 over c->fd with SUITE, which must hash with SHA-256 (the PSK) */
+static int tls_start(struct conn *c, const char *suite, bool server)
+{
+	static const unsigned char key[32] = "repl-tcprr: not a secret";
+	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
+	const SSL_CIPHER *cipher;
+
+	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    !SSL_CTX_set_ciphersuites(ctx, suite))
+		goto bad;
+	cipher = sk_SSL_CIPHER_value(SSL_CTX_get_ciphers(ctx), 0);
+	tls_psk = SSL_SESSION_new();
+	if (!cipher || !tls_psk || !SSL_SESSION_set1_master_key(tls_psk, key, sizeof(key)) ||
+	    !SSL_SESSION_set_cipher(tls_psk, cipher) ||
+	    !SSL_SESSION_set_protocol_version(tls_psk, TLS1_3_VERSION))
+		goto bad;
+	SSL_CTX_set_psk_use_session_callback(ctx, psk_use);
+	SSL_CTX_set_psk_find_session_callback(ctx, psk_find);
+	c->ssl = SSL_new(ctx);
+	SSL_CTX_free(ctx);
+	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd) ||
+	    (server ? SSL_accept(c->ssl) : SSL_connect(c->ssl)) != 1)
+		goto bad;
+	return 0;
+bad:
+	fprintf(stderr, "repl-tcprr: TLS with %s failed\n", suite);
+	return -1;
+}
+
 static int nodelay(int fd)
 {
 	int one = 1;
@@ -89,9 +163,10 @@ static int nodelay(int fd)
 	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static int run_server(struct sockaddr_in *sa, char *buf, size_t size)
+static int run_server(struct sockaddr_in *sa, char *buf, size_t size, const char *tls)
 {
-	int one = 1, l, c, r;
+	struct conn c = { -1, NULL };
+	int one = 1, l, r;
 	char ack = 'a';
 
 	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -101,17 +176,19 @@ static int run_server(struct sockaddr_in *sa, char *buf, size_t size)
 			ntohs(sa->sin_port), strerror(errno));
 		return 1;
 	}
-	c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-	if (c < 0 || nodelay(c) < 0) {
+	c.fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	if (c.fd < 0 || nodelay(c.fd) < 0) {
 		fprintf(stderr, "repl-tcprr: accept: %s\n", strerror(errno));
 		return 1;
 	}
 	close(l);
+	if (tls && tls_start(&c, tls, true) < 0)
+		return 1;
 	for (;;) {
-		r = xfer(c, buf, size, false);
+		r = xfer(&c, buf, size, false);
 		if (r == -EPIPE)
 			return 0;	/* the client is done */
-		if (r < 0 || (r = xfer(c, &ack, 1, true)) < 0) {
+		if (r < 0 || (r = xfer(&c, &ack, 1, true)) < 0) {
 			fprintf(stderr, "repl-tcprr: server: %s\n", strerror(-r));
 			return 1;
 		}
@@ -119,34 +196,40 @@ static int run_server(struct sockaddr_in *sa, char *buf, size_t size)
 }
 
 static int run_client(struct sockaddr_in *sa, char *buf, size_t size,
-		      unsigned long count, unsigned long warmup)
+		      unsigned long count, unsigned long warmup, const char *tls)
 {
+	struct conn c = { -1, NULL };
 	double t0 = 0, t;
 	char ack;
-	int s;
 
-	s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s < 0 || nodelay(s) < 0 ||
-	    connect(s, (struct sockaddr *)sa, sizeof(*sa)) < 0) {
+	c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c.fd < 0 || nodelay(c.fd) < 0 ||
+	    connect(c.fd, (struct sockaddr *)sa, sizeof(*sa)) < 0) {
 		fprintf(stderr, "repl-tcprr: connect to port %u: %s\n",
 			ntohs(sa->sin_port), strerror(errno));
 		return 1;
 	}
+	if (tls && tls_start(&c, tls, false) < 0)
+		return 1;
 	for (unsigned long i = 0; i < warmup + count; i++) {
 		int r;
 
 		if (i == warmup)
 			t0 = now_s();
-		r = xfer(s, buf, size, true);
+		r = xfer(&c, buf, size, true);
 		if (r == 0)
-			r = xfer(s, &ack, 1, false);
+			r = xfer(&c, &ack, 1, false);
 		if (r < 0) {
 			fprintf(stderr, "repl-tcprr: request %lu: %s\n", i, strerror(-r));
 			return 1;
 		}
 	}
 	t = now_s() - t0;
-	close(s);
+	if (c.ssl) {
+		SSL_shutdown(c.ssl);
+		SSL_free(c.ssl);
+	}
+	close(c.fd);
 	printf("requests=%lu bytes=%zu seconds=%.3f MB/s=%.3f ms=%.3f\n", count, size,
 	       t, (double)count * (double)size / t / 1e6, t / (double)count * 1e3);
 	return 0;
@@ -159,12 +242,13 @@ int main(int argc, char **argv)
 		{ "size", required_argument, NULL, 's' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
+		{ "tls", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	unsigned long port = 7999, size = 1UL << 20, count = 40, warmup = 3;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	const char *mode;
+	const char *mode, *tls = NULL;
 	char *buf;
 	int c, r;
 
@@ -183,6 +267,9 @@ int main(int argc, char **argv)
 			break;
 		case 'w':
 			ok = parse_ul(optarg, 0, 1000000, &warmup);
+			break;
+		case 't':
+			tls = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -217,9 +304,9 @@ int main(int argc, char **argv)
 	}
 	memset(buf, 0x5a, size);
 	if (!strcmp(mode, "server"))
-		r = run_server(&sa, buf, size);
+		r = run_server(&sa, buf, size, tls);
 	else
-		r = run_client(&sa, buf, size, count, warmup);
+		r = run_client(&sa, buf, size, count, warmup, tls);
 	free(buf);
 	return r;
 }
