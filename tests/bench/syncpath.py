@@ -16,10 +16,11 @@ import statistics
 import sys
 
 NR_READ, NR_WRITE, NR_WRITEV, NR_IOCTL, NR_IO_GETEVENTS, NR_IO_SUBMIT = 0, 1, 20, 16, 208, 209
-NR_SENDTO, NR_RECVFROM, NR_SENDMSG, NR_RECVMSG = 44, 45, 46, 47
-# OpenSSL reads and writes a socket with read() and write(), or recvmsg()
-# and sendmsg() where the kernel holds the keys (kTLS)
-RECV = (NR_READ, NR_RECVFROM, NR_RECVMSG)
+NR_READV, NR_SENDTO, NR_RECVFROM, NR_SENDMSG, NR_RECVMSG = 19, 44, 45, 46, 47
+# repld reads a plain socket with readv(); OpenSSL reads and writes one with
+# read() and write(), or recvmsg() and sendmsg() where the kernel holds the
+# keys (kTLS)
+RECV = (NR_READ, NR_READV, NR_RECVFROM, NR_RECVMSG)
 SEND = (NR_WRITE, NR_WRITEV, NR_SENDTO, NR_SENDMSG)
 LINE = re.compile(r'\s*(.+)-(\d+)\s+\[\d+\]\s+\S+\s+([\d.]+): (\w+): (.*)')
 SYS = re.compile(r'NR (\d+)(?: = (-?\d+))?')
