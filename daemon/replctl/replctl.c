@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -52,6 +54,8 @@ static void usage(FILE *f)
 	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--max-peers N] [--force]\n"
 	      "  upgrade-md <resource> | --meta DEV [--max-peers N]   metadata format 1 to 2, in place\n"
 	      "  dump-md <resource> | --meta DEV        show a metadata device\n"
+	      "  udev-below DEVNAME                     (udev) DM_REPL_BELOW=<resource> when\n"
+	      "                                         DEVNAME is a resource's device here\n"
 	      "Options:\n"
 	      "  -j, --json          machine-readable output\n"
 	      "  -s, --socket PATH   control socket (default " RUN_DIR "/<resource>.sock)\n"
@@ -854,6 +858,64 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 	return 0;
 }
 
+/*
+ * For udev (68-dm-repl-below.rules): is the device of this event the one
+ * below a repl device on this node (repl.conf's "device", the primary's
+ * backing device or a secondary's replica)?  Prints DM_REPL_BELOW=<resource>
+ * if so, nothing otherwise; always succeeds.  During a device's first
+ * event its symlinks do not exist yet: the names udev gave it so far come
+ * in $DEVLINKS, its numbers in $MAJOR and $MINOR.
+ */
+static bool udev_names_dev(const char *devname, const char *device)
+{
+	const char *links = getenv("DEVLINKS"), *p;
+	const char *maj = getenv("MAJOR"), *min = getenv("MINOR");
+	size_t n = strlen(device);
+	struct stat st;
+
+	if (!strcmp(device, devname))
+		return true;
+	for (p = links; p && *p; p += strcspn(p, " ")) {
+		p += strspn(p, " ");
+		if (!strncmp(p, device, n) && (p[n] == ' ' || !p[n]))
+			return true;
+	}
+	return maj && min && !stat(device, &st) && S_ISBLK(st.st_mode) &&
+	       major(st.st_rdev) == strtoul(maj, NULL, 10) &&
+	       minor(st.st_rdev) == strtoul(min, NULL, 10);
+}
+
+static int cmd_udev_below(int argc, char **argv)
+{
+	char path[PATH_MAX], resource[CONFIG_NAME_MAX + 1], device[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if (argc != 1 || argv[0][0] != '/') {
+		fprintf(stderr, "Usage: replctl udev-below DEVNAME\n");
+		return -EINVAL;
+	}
+	d = opendir(CONFIG_DIR);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+
+		if (n < 6 || strcmp(de->d_name + n - 5, ".conf") ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", CONFIG_DIR, de->d_name) >=
+		    sizeof(path) ||
+		    config_read_device(path, resource, sizeof(resource), device, sizeof(device)) < 0 ||
+		    !config_name_valid(resource))
+			continue;
+		if (udev_names_dev(argv[0], device)) {
+			printf("DM_REPL_BELOW=%s\n", resource);
+			break;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -924,6 +986,8 @@ static int run(int argc, char **argv)
 		return cmd_upgrade_md(argc - optind, argv + optind);
 	if (!strcmp(cmd, "dump-md"))
 		return cmd_dump_md(argc - optind, argv + optind, json);
+	if (!strcmp(cmd, "udev-below"))
+		return cmd_udev_below(argc - optind, argv + optind);
 	fprintf(stderr, "replctl: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return -EINVAL;

@@ -575,6 +575,26 @@ out:
 	return 0;
 }
 
+int config_read_device(const char *path, char *resource, size_t rlen, char *device,
+		       size_t dlen)
+{
+	const char *res, *dev;
+	config_t lc;
+	int r = -EINVAL;
+
+	config_init(&lc);
+	if (config_read_file(&lc, path) == CONFIG_TRUE &&
+	    config_lookup_string(&lc, "resource", &res) == CONFIG_TRUE &&
+	    config_lookup_string(&lc, "device", &dev) == CONFIG_TRUE) {
+		r = 0;
+		if ((size_t)snprintf(resource, rlen, "%s", res) >= rlen ||
+		    (size_t)snprintf(device, dlen, "%s", dev) >= dlen)
+			r = -ENAMETOOLONG;
+	}
+	config_destroy(&lc);
+	return r;
+}
+
 void config_free(struct config *c)
 {
 	if (!c)

@@ -117,6 +117,15 @@ int config_load(const char *path, struct config **ret, char *err, size_t errlen)
 void config_free(struct config *c);
 void config_freep(struct config **c);
 
+/*
+ * The "resource" and "device" settings of a file, and nothing else: no
+ * validation, no name resolution (for udev, at any point of the boot).
+ * 0, or a negative errno when the file cannot be read or parsed or lacks
+ * either setting.
+ */
+int config_read_device(const char *path, char *resource, size_t rlen, char *device,
+		       size_t dlen);
+
 /* The path of a resource's file: <dir>/<resource>.conf */
 int config_path(const char *resource, char *buf, size_t len);
 
