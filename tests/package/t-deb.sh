@@ -4,7 +4,8 @@
 #  - the build succeeds and lintian reports no error and no warning that
 #    packaging/debian/*.lintian-overrides does not justify;
 #  - dm-repl-utils holds repld, replctl, every man page, the systemd units,
-#    the udev rules, the example configuration and /etc/dm-repl, and
+#    the udev rules (68-dm-repl-below.rules running the package's
+#    replctl), the example configurations and /etc/dm-repl, and
 #    dm-repl-dkms the module's source with a dkms.conf that has AUTOINSTALL
 #    and depends on dkms; the example configuration passes repld -t;
 #  - DKMS builds dm-repl.ko from the package's source, in a DKMS tree of
@@ -37,12 +38,16 @@ for f in usr/sbin/repld usr/sbin/replctl \
 	usr/share/man/man5/repl.conf.5.gz usr/share/man/man7/dm-repl.7.gz \
 	lib/systemd/system/repld@.service lib/systemd/system/repld@.socket \
 	lib/systemd/system/repld.target lib/udev/rules.d/60-dm-repl.rules \
-	usr/share/doc/dm-repl-utils/examples/r0.conf \
+	lib/udev/rules.d/68-dm-repl-below.rules \
+	usr/share/doc/dm-repl-utils/examples/r0.conf usr/share/doc/dm-repl-utils/examples/lvm.conf \
 	"usr/src/dm-repl-$UP/dkms.conf" "usr/src/dm-repl-$UP/Kbuild" \
 	"usr/src/dm-repl-$UP/include/uapi/linux/dm-repl.h" usr/lib/modules-load.d/dm-repl.conf; do
 	[ -e "$R/$f" ] || fail "/$f is in neither package"
 done
 [ -d "$R/etc/dm-repl" ] || fail "/etc/dm-repl is not in dm-repl-utils"
+prog=$(sed -n 's/^IMPORT{program}="\([^ ]*\) udev-below .*/\1/p' "$R/lib/udev/rules.d/68-dm-repl-below.rules")
+[ "$prog" = /usr/sbin/replctl ] && [ -x "$R$prog" ] ||
+	fail "68-dm-repl-below.rules runs '$prog', not the package's /usr/sbin/replctl"
 "$R/usr/sbin/repld" -t -c "$R/usr/share/doc/dm-repl-utils/examples/r0.conf" > "$OUT/example.txt" 2>&1 ||
 	{ cat "$OUT/example.txt"; fail "the example configuration does not parse"; }
 grep -q '^AUTOINSTALL="yes"' "$R/usr/src/dm-repl-$UP/dkms.conf" || fail "dkms.conf without AUTOINSTALL"
