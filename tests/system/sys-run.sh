@@ -1,23 +1,26 @@
 #!/bin/bash
 # Run one system test: a guest script (tests/system/t-*.sh) in the booted
 # Debian of mkimage.sh, with the dm-repl packages built from this tree.
-#   tests/system/sys-run.sh [--boots N] [--disks N] [--disk-size S]
+#   tests/system/sys-run.sh [--boots N] [--disks N] [--disk-size S] [--module]
 #                           [--env NAME=VALUE]... [--file PATH:NAME]... SCRIPT
 # The guest boots with systemd as PID 1 from a qcow2 overlay of the image,
 # so what one boot changes the next one sees; the script runs at every
 # boot (it keeps its own state under /var/lib/sys-test) and asks for
 # another boot by printing SYS_GUEST_NEXT=boot.  Data disks vdb... (serial
-# data1...) are sparse files of --disk-size (256M).  Every boot's kernel log
+# data1...) are sparse files of --disk-size (256M; a list such as
+# 200M,320M,64M gives each its own, the last one the rest).  Every boot's kernel log
 # is scanned for BUG, WARNING, hung tasks and lockdep reports.
 # --env settings are sourced by the guest's lib.sh; --file puts PATH in the
-# payload as NAME (/run/payload/NAME in the guest).
+# payload as NAME (/run/payload/NAME in the guest); --module puts the
+# build's dm-repl.ko there, for tests that install dm-repl-utils alone and
+# leave DKMS to system/install.
 # Logs: <build>/system/runs/<name>/ (console-N.log, guest-N.log).
 # env: DMREPL_BUILD_DIR (required), SYS_TIMEOUT per boot (900 s), SYS_MEM (2048)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 B=${DMREPL_BUILD_DIR:?}
-BOOTS=4 NDISKS=3 DSIZE=256M
+BOOTS=4 NDISKS=3 DSIZE=256M MODULE=0
 ENVS=() FILES=()
 while [ $# -gt 1 ]; do
 	case $1 in
@@ -26,6 +29,7 @@ while [ $# -gt 1 ]; do
 	--disk-size) DSIZE=$2; shift 2 ;;
 	--env) ENVS+=("$2"); shift 2 ;;
 	--file) FILES+=("$2"); shift 2 ;;
+	--module) MODULE=1; shift ;;
 	*) echo "sys-run: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -59,12 +63,18 @@ done
 for f in "${FILES[@]}"; do
 	cp "${f%%:*}" "$RUN/payload/${f##*:}" || fail "--file $f"
 done
+if [ $MODULE = 1 ]; then
+	[ -f "$B/dm-repl/dm-repl.ko" ] || fail "--module: no $B/dm-repl/dm-repl.ko (meson -Dmodule=enabled)"
+	cp "$B/dm-repl/dm-repl.ko" "$RUN/payload/"
+fi
 cp "$B"/system/deb/dm-repl-utils_*_amd64.deb "$B"/system/deb/dm-repl-dkms_*_all.deb "$RUN/payload/"
 tar -C "$RUN/payload" -cf "$RUN/payload.tar" .
 qemu-img create -q -f qcow2 -b "$B/system/image/rootfs.img" -F raw "$RUN/root.qcow2"
 DRIVES=()
+IFS=, read -r -a SIZES <<< "$DSIZE"
 for i in $(seq "$NDISKS"); do
-	truncate -s "$DSIZE" "$RUN/data$i.img"
+	n=$((i <= ${#SIZES[@]} ? i - 1 : ${#SIZES[@]} - 1))
+	truncate -s "${SIZES[n]}" "$RUN/data$i.img"
 	DRIVES+=(-drive "file=$RUN/data$i.img,if=none,id=d$i,format=raw,cache=none,aio=native"
 		-device "virtio-blk-pci,drive=d$i,serial=data$i")
 done

@@ -1,0 +1,208 @@
+#!/bin/bash
+# LVM over and under dm-repl, in a booted Debian 12 (systemd as PID 1): one
+# node holds the primary (alpha, repld@r0) and its secondary (beta,
+# repld@r0-beta) on loopback, sync, TLS with a pre-shared key.
+#   under: alpha's metadata and beta's replica are LVs (vg0 on data3, vg1
+#          on data2); alpha's backing device is a disk (data1)
+#   over:  a PV on /dev/mapper/r0, the VG vgr, ext4 on vgr/data mounted
+#          from /etc/fstab
+# Boot 1 (dm-repl-utils installed, the build's module: DKMS is
+# system/install's):
+#  - without a filter LVM finds the PV made on r0 twice, on r0 and on the
+#    backing disk below it, and refuses to make a VG of it ("Cannot use
+#    device ... with duplicates"); with the global_filter line of the
+#    shipped example (examples/lvm.conf) it sees it on r0 only.  The replica LV, which holds the same
+#    PV, is never seen while scan_lvs = 0, and is seen with scan_lvs = 1.
+# Boot 2:
+#  - vgr was activated at boot over r0 (repld@r0 before the mount), the
+#    files intact: 68-dm-repl-below.rules flagged the backing disk, so
+#    LVM's event activation, which sees it by its kernel name only, did not
+#    activate vgr on it before r0 existed (without the rule it did: vgr/data
+#    sat on vdb); nothing holds beta's replica but repld.
+#  - an LVM snapshot of the replica taken while the filesystem is frozen
+#    and replication runs on: it equals the primary's device at the freeze,
+#    and stays so while writes go on.
+#  - failover: vgr deactivated, alpha stopped and its device removed (its
+#    name is the one beta's promotion takes), "replctl primary" on
+#    beta: its r0 appears over the replica LV, vgr activates on it, fsck is
+#    clean and every file is there.
+. /run/payload/lib.sh
+A=/dev/disk/by-id/virtio-data1 # alpha's backing: a disk
+st() { replctl --json status r0; }
+beta_in_sync() {
+	st | jq -e '.peers[] | select(.name == "beta") | select(.disk == "UpToDate" and .replication == "Established" and .resync == null and .out_of_sync_regions == 0)' > /dev/null 2>&1 &&
+		[ "$(st | jq -r '.peers[] | select(.name == "beta") | .received')" = "$(st | jq -r '.target.head')" ]
+}
+# sum DEV : sha256 of DEV, read around the page cache (the device below a
+# repl device is written through r0, not through its own cache)
+sum() { dd if="$1" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1; }
+# pv_devs : the devices LVM reports PVs of vgr on (as /dev/dm-N, /dev/vdX),
+# and its warnings
+pv_devs() {
+	pvs --noheadings -o pv_name,vg_name 2>&1 | while read -r a b; do
+		case $a in
+		WARNING:*) echo "$a $b" ;;
+		*) [ "$b" != vgr ] || echo "$(readlink -f "$a") vgr" ;;
+		esac
+	done
+}
+
+boot1() {
+	[ "$SYS_STATE" = running ] || { systemctl --failed --no-pager; fail "the fresh guest's boot is $SYS_STATE"; }
+	apt-get install -y --no-install-recommends "$P"/dm-repl-utils_*.deb > "$STATE/apt.log" 2>&1 ||
+		{ tail -n 30 "$STATE/apt.log"; fail "apt install dm-repl-utils"; }
+	install -D -m 644 "$P/dm-repl.ko" "/lib/modules/$(uname -r)/updates/dm-repl.ko"
+	depmod -a
+	modprobe dm-repl || fail "modprobe dm-repl"
+
+	pvcreate -q /dev/disk/by-id/virtio-data3 /dev/disk/by-id/virtio-data2 || fail "pvcreate"
+	vgcreate -q vg0 /dev/disk/by-id/virtio-data3 && vgcreate -q vg1 /dev/disk/by-id/virtio-data2 || fail "vgcreate"
+	lvcreate -q -y -L 8M -n r0-meta vg0 && lvcreate -q -y -L 200M -n r0-replica vg1 || fail "lvcreate"
+	log "under dm-repl: backing $A, metadata vg0/r0-meta, replica vg1/r0-replica"
+
+	(umask 077 && openssl rand -hex 32 > /etc/dm-repl/r0.psk)
+	cat > /etc/dm-repl/r0.conf <<-EOC
+		resource = "r0";
+		node = "alpha";
+		role = "primary";
+		device = "$A";
+		meta-device = "/dev/vg0/r0-meta";
+		peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "sync"; } );
+		tls-psk-file = "/etc/dm-repl/r0.psk";
+	EOC
+	cat > /etc/dm-repl/r0-beta.conf <<-EOC
+		resource = "r0";
+		node = "beta";
+		role = "secondary";
+		device = "/dev/vg1/r0-replica";
+		listen = "127.0.0.1:7789";
+		control-socket = "/run/dm-repl/r0-beta.sock";
+		state-dir = "/var/lib/dm-repl/beta";
+		peers = ( { name = "alpha"; address = "127.0.0.1:7790"; mode = "sync"; } );
+		tls-psk-file = "/etc/dm-repl/r0.psk";
+	EOC
+	replctl create-md r0 > "$STATE/create-md.log" 2>&1 || { cat "$STATE/create-md.log"; fail "replctl create-md r0"; }
+	systemctl enable --now repld@r0-beta.service repld@r0.service || fail "systemctl enable --now"
+	wait_for 300 beta_in_sync || { st; fail "beta did not get its initial sync"; }
+
+	R0=$(readlink -f /dev/mapper/r0)
+	# without a filter: the PV written on r0 is also on the disk below it
+	pvcreate -q /dev/mapper/r0 || fail "pvcreate /dev/mapper/r0"
+	out=$(vgcreate vgr /dev/mapper/r0 2>&1) &&
+		fail "vgcreate on r0 worked without a filter: the filter below proves nothing ($out)"
+	echo "$out" | grep -q "duplicates" || fail "vgcreate without a filter failed otherwise: $out"
+	log "without a filter: $(echo "$out" | sed 's/^ *//' | tr '\n' '|')"
+	# the shipped example's line, with this node's disk
+	line=$(grep 'global_filter' /usr/share/doc/dm-repl-utils/examples/lvm.conf) ||
+		fail "no global_filter line in the example"
+	line=${line//\/dev\/disk\/by-id\/wwn-0x5000c500a1b2c3d4-part1/$A}
+	sed -i "/^devices {/a\\$line" /etc/lvm/lvm.conf
+	grep -q "r|^$A\\$|" /etc/lvm/lvm.conf || fail "the filter is not in lvm.conf"
+	vgcreate -q vgr /dev/mapper/r0 || fail "vgcreate vgr on /dev/mapper/r0 with the filter"
+	lvcreate -q -y -L 120M -n data vgr || fail "lvcreate vgr/data"
+	mkfs.ext4 -q /dev/vgr/data || fail "mkfs.ext4 on vgr/data"
+	out=$(pv_devs)
+	[ "$out" = "$R0 vgr" ] || fail "with the filter, pvs says: $out"
+	log "with the example's global_filter: vgr on r0 ($out)"
+	# the replica LV holds the same PV: unseen with scan_lvs = 0 only
+	out=$(pvs --config 'devices/scan_lvs=1' --noheadings -o pv_name,vg_name 2>&1 | sed 's/^ *//' | tr '\n' '|')
+	echo "$out" | grep -q "r0-replica\|duplicate\|Not using device" ||
+		fail "with scan_lvs = 1 LVM did not find the PV on the replica LV: the default proves nothing ($out)"
+	log "scan_lvs = 1 would find it on the replica: $out"
+
+	mkdir -p /srv/data
+	echo "/dev/vgr/data /srv/data ext4 defaults 0 2" >> /etc/fstab
+	systemctl daemon-reload
+	mount /srv/data || fail "mount /srv/data"
+	cp -a /usr/share/doc /srv/data/
+	head -c 8M /dev/urandom > /srv/data/random
+	sync
+	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"
+	log "$(wc -l < "$STATE/files.sum") files on vgr/data"
+	wait_for 60 beta_in_sync || fail "beta did not catch up with the files"
+	mkdir -p /var/log/journal
+	systemctl restart systemd-journald
+	next_boot 2
+}
+
+boot2() {
+	[ "$SYS_STATE" = running ] || { systemctl --failed --no-pager; fail "the boot is $SYS_STATE, not running"; }
+	src=$(findmnt -n -o SOURCE /srv/data) || fail "/srv/data is not mounted"
+	[ "$(readlink -f "$src")" = "$(readlink -f /dev/vgr/data)" ] || fail "/srv/data is mounted from $src"
+	deps=$(dmsetup deps -o devname vgr-data)
+	[[ $deps == *"(r0)"* ]] || fail "vgr/data does not sit on r0: $deps"
+	for d in $A /dev/vg1/r0-replica; do
+		udevadm info -q property "$d" > "$STATE/udev.txt"
+		grep -qx 'DM_UDEV_DISABLE_OTHER_RULES_FLAG=1' "$STATE/udev.txt" && grep -qx 'SYSTEMD_READY=0' "$STATE/udev.txt" &&
+			grep -qx 'DM_REPL_BELOW=r0' "$STATE/udev.txt" || { cat "$STATE/udev.txt"; fail "udev did not flag $d as below r0"; }
+	done
+	(cd /srv/data && sha256sum --quiet -c "$STATE/files.sum") || fail "the files differ after the reboot"
+	ra=$(prop repld@r0.service ActiveEnterTimestampMonotonic)
+	ma=$(prop srv-data.mount ActiveEnterTimestampMonotonic)
+	[ "$ra" -le "$ma" ] || fail "repld@r0 became active after /srv/data was mounted"
+	log "boot: repld@r0 active at $((ra / 1000)) ms, vgr/data on r0 mounted at $((ma / 1000)) ms"
+	systemd-analyze critical-chain srv-data.mount --no-pager 2>&1 | sed 's/^/  /'
+	journalctl -b -1 -o short-monotonic --no-pager > "$STATE/prev.txt"
+	grep -E 'repld|vgr|blkdeactivate|Unmounted /srv|r0' "$STATE/prev.txt" | tail -n 25 | sed 's/^/  prev: /'
+	R0=$(readlink -f /dev/mapper/r0)
+	out=$(pv_devs)
+	[ "$out" = "$R0 vgr" ] || fail "after the boot pvs says: $out"
+	holders=$(ls "/sys/class/block/$(basename "$(readlink -f /dev/vg1/r0-replica)")/holders")
+	[ -z "$holders" ] || fail "beta's replica is held by $holders: vgr was activated on it"
+	[ "$(prop repld@r0-beta.service ActiveState)" = active ] || fail "repld@r0-beta is not active"
+	wait_for 120 beta_in_sync || { st; fail "beta not in sync after the boot"; }
+	log "vgr active on r0 only; nothing holds the replica; beta in sync"
+
+	# an LVM snapshot of the replica while replication runs, for a backup
+	fsfreeze -f /srv/data || fail "fsfreeze"
+	wait_for 30 beta_in_sync || { fsfreeze -u /srv/data; fail "beta not in sync at the freeze"; }
+	frozen=$(sum $A)
+	lvcreate -q -y -s -L 64M -n r0-snap vg1/r0-replica || { fsfreeze -u /srv/data; fail "lvcreate -s"; }
+	fsfreeze -u /srv/data
+	for i in $(seq 20); do
+		dd if=/dev/urandom of=/srv/data/after-$i bs=64k count=16 conv=fsync status=none ||
+			fail "a write after the snapshot failed"
+	done
+	fsfreeze -f /srv/data || fail "fsfreeze"
+	wait_for 30 beta_in_sync || { fsfreeze -u /srv/data; fail "beta not in sync after the writes"; }
+	snap=$(sum /dev/vg1/r0-snap)
+	now=$(sum $A)
+	replica=$(sum /dev/vg1/r0-replica)
+	fsfreeze -u /srv/data
+	[ "$snap" = "$frozen" ] || fail "the replica's snapshot differs from the primary's device at the freeze"
+	[ "$snap" != "$now" ] || fail "the writes after the snapshot changed nothing: the check above proves nothing"
+	[ "$replica" = "$now" ] || fail "beta's replica differs from alpha's device with a snapshot on it"
+	log "snapshot of the replica: equal to alpha at the freeze, after $(lvs --noheadings -o snap_percent vg1/r0-snap | tr -d ' ')% of its COW used by later writes"
+	lvremove -q -y vg1/r0-snap || fail "lvremove"
+	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"
+
+	# failover: alpha goes, beta is promoted, vgr comes up on beta's r0
+	umount /srv/data || fail "umount /srv/data"
+	vgchange -q -an vgr || fail "vgchange -an vgr"
+	systemctl stop repld@r0 || fail "systemctl stop repld@r0"
+	# alpha's device goes with alpha (in this one guest: its name is beta's)
+	dmsetup remove r0 || fail "dmsetup remove r0"
+	[ "$(sum $A)" = "$(sum /dev/vg1/r0-replica)" ] || fail "the replica differs after alpha stopped"
+	replctl -s /run/dm-repl/r0-beta.sock primary r0 || fail "replctl primary r0 on beta"
+	wait_for 30 "[ -b /dev/mapper/r0 ]" || fail "beta's promotion made no /dev/mapper/r0"
+	deps=$(dmsetup deps -o devname r0)
+	[[ $deps == *"vg1-r0--replica"* ]] || fail "r0 after the promotion is not over the replica: $deps"
+	udevadm settle
+	vgchange -q -ay vgr || fail "vgchange -ay vgr on beta"
+	R0=$(readlink -f /dev/mapper/r0)
+	out=$(pv_devs)
+	[ "$out" = "$R0 vgr" ] || fail "on the promoted node pvs says: $out"
+	e2fsck -f -n /dev/vgr/data > "$STATE/fsck.log" 2>&1 || { cat "$STATE/fsck.log"; fail "fsck of vgr/data on beta"; }
+	mount /dev/vgr/data /srv/data || fail "mount vgr/data on beta"
+	(cd /srv/data && sha256sum --quiet -c "$STATE/files.sum") || fail "files differ on the promoted node"
+	log "promoted beta: r0 over vg1/r0-replica, vgr active on it, fsck clean, $(wc -l < "$STATE/files.sum") files equal"
+	umount /srv/data
+	vgchange -q -an vgr
+	pass "LVM over and under dm-repl: no duplicate PV with the filter, no activation on the replica, snapshot, failover"
+}
+
+case $(phase) in
+1) boot1 ;;
+2) boot2 ;;
+*) fail "unknown phase $(phase)" ;;
+esac
