@@ -112,6 +112,7 @@ struct resync {
 	uint64_t flush_id;		/* outstanding ResyncFlush, 0: none */
 	uint64_t flush_clear_upto;	/* regions below it cleared on its answer */
 	bool flush_done;		/* the final flush */
+	uint64_t flush_gen;		/* the generation the last flush carried */
 	uint64_t since_flush;
 	uint64_t cleared_upto;
 	uint64_t started_ms;
@@ -415,6 +416,7 @@ static int queue_flush(struct resync *rs, bool done, uint64_t gen)
 	rs->flush_id = rs->next_id++;
 	rs->flush_clear_upto = clear_watermark(rs);
 	rs->flush_done = done;
+	rs->flush_gen = gen;
 	rs->since_flush = 0;
 	/* done tells the peer its copy is complete: not while regions marked
 	 * during the pass wait for the next one */
@@ -712,6 +714,11 @@ void resync_mark_again(struct resync *rs)
 bool resync_again(const struct resync *rs)
 {
 	return rs->again;
+}
+
+uint64_t resync_flush_gen(const struct resync *rs)
+{
+	return rs->flush_gen;
 }
 
 uint64_t resync_sent_bytes(const struct resync *rs)

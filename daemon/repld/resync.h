@@ -106,6 +106,8 @@ void resync_mark_again(struct resync *rs);
 /* Regions were marked during the pass (they stay): another pass must follow. */
 bool resync_again(const struct resync *rs);
 uint64_t resync_sent_bytes(const struct resync *rs);
+/* The generation the pass's last ResyncFlush told the peer it belongs to. */
+uint64_t resync_flush_gen(const struct resync *rs);
 uint64_t resync_mismatches(const struct resync *rs);
 /* Its progress as status shows it, under "resync". */
 void resync_status(const struct resync *rs, struct json_object *o);

@@ -574,6 +574,8 @@ void stream_resync_flushed(struct replica *rp, uint64_t id)
 		return;
 	}
 	if (r == RESYNC_DONE) {
+		uint64_t gen = resync_flush_gen(rp->rs);
+
 		rp->need_full = false;
 		rp->resyncs_done++;
 		rp->last_resync_bytes = resync_sent_bytes(rp->rs);
@@ -582,6 +584,15 @@ void stream_resync_flushed(struct replica *rp, uint64_t id)
 		if (!rp->rs_again && !peerbits_count(pri->pb, rp->slot)) {
 			rp->inconsistent = false;
 			stream_peer_in_sync(rp);
+			/*
+			 * The generation moved on after the last flush was
+			 * queued (a first write while the pass ran): the peer
+			 * joins the new one before anyone counts it in it.
+			 */
+			if (gen != pri->gens.current) {
+				rp->join_pending = true;
+				stream_send_join(rp);
+			}
 		} else {
 			rp->rs_again = true;
 		}
