@@ -26,8 +26,15 @@
 #  - "systemctl reload" re-reads the configuration in the same process;
 #    "systemctl stop repld.target" stops both resources, each draining,
 #    and "start" brings both back; after the stop the two disks are equal.
+#  - "systemctl stop repld@r0" with records not yet acknowledged (beta
+#    async and SIGSTOPped while a file is written): repld drains them
+#    before it exits, and the file's blocks are on beta's disk.
 #  - socket activation: with beta's listener held by repld@r0-beta.socket,
-#    the primary's reconnect starts repld@r0-beta, which takes the socket.
+#    the primary's reconnect starts repld@r0-beta, which takes the socket;
+#    then the socket is enabled instead of the service.
+# Boot 3:
+#  - repld@r0-beta.socket listened from the boot, and the primary's connect
+#    started repld@r0-beta through it; in sync.
 #  - "apt purge" removes the packages, the module and the units.
 # SYS_OLD_UNIT=1 (sys-run.sh --env, with --file UNIT:old-unit) installs
 # that unit as /etc/systemd/system/repld@.service, to show what the test
@@ -182,6 +189,40 @@ boot2() {
 	[ "$(prop repld@r0.service ActiveState)" = active ] || fail "repld@r0 $(prop repld@r0.service ActiveState) after reload"
 	log "reload: same process, active"
 
+	# the drain on stop: beta async and stopped while a file is written, so
+	# that its records are not acknowledged when repld@r0 is told to stop
+	replctl set-mode r0 beta async > /dev/null || fail "set-mode async"
+	bpid=$(prop repld@r0-beta.service MainPID)
+	kill -STOP "$bpid"
+	dd if=/dev/urandom of=/srv/data/drain bs=64k count=32 oflag=direct conv=fsync status=none ||
+		{ kill -CONT "$bpid"; fail "the write before the stop failed"; }
+	lag=$(st | jq -r '.peers[] | select(.name == "beta") | .lag_records')
+	systemctl stop repld@r0 &
+	spid=$!
+	sleep 1
+	kill -CONT "$bpid"
+	wait "$spid" || fail "systemctl stop repld@r0 with records in flight"
+	[ "$lag" -gt 0 ] || fail "no record was in flight at the stop ($lag): the check below proves nothing"
+	journalctl -u repld@r0 --no-pager | tail -n 5 | grep -q 'drained: exiting' ||
+		{ journalctl -u repld@r0 --no-pager | tail -n 8; fail "repld@r0 did not drain its $lag records"; }
+	# the file's blocks, read around the page cache on both disks
+	n=0
+	while read -r off len; do
+		a=$(dd if="$A" bs=4096 skip="$off" count="$len" iflag=direct status=none | sha256sum)
+		b=$(dd if="$BD" bs=4096 skip="$off" count="$len" iflag=direct status=none | sha256sum)
+		[ "$a" = "$b" ] || fail "blocks $off+$len of the file written before the stop are not on beta"
+		n=$((n + len))
+	done < <(filefrag -e -b4096 /srv/data/drain | awk -F'[ :.]+' '/^ *[0-9]+:/ { print $5, $7 }')
+	[ "$n" = 512 ] || fail "filefrag gave $n blocks of /srv/data/drain, not 512"
+	log "stop with $lag records in flight: drained, the file's $n blocks on beta"
+	systemctl start repld@r0 || fail "systemctl start repld@r0"
+	replctl set-mode r0 beta sync > /dev/null || fail "set-mode sync"
+	wait_for 60 beta_in_sync || {
+		st
+		journalctl -u repld@r0 -u repld@r0-beta --no-pager | tail -n 30
+		fail "beta not in sync after the drained stop and a start"
+	}
+
 	sync
 	wait_for 60 beta_in_sync || fail "beta not in sync before the stop"
 	umount /srv/data || fail "umount /srv/data"
@@ -217,9 +258,30 @@ boot2() {
 		fail "repld@r0-beta did not take its socket from systemd"
 	wait_for 60 beta_in_sync || { st; fail "beta not in sync behind its socket unit"; }
 	log "socket activation: the primary's connect started repld@r0-beta, which took the socket; in sync"
-	systemctl stop repld@r0-beta.socket
+	# from the next boot on beta listens through its socket only
+	systemctl disable repld@r0-beta.service || fail "disable repld@r0-beta.service"
+	systemctl enable repld@r0-beta.socket || fail "enable repld@r0-beta.socket"
+	[ -L /etc/systemd/system/sockets.target.wants/repld@r0-beta.socket ] ||
+		fail "enabling repld@r0-beta.socket did not add it to sockets.target"
+	next_boot 3
+}
+
+boot3() {
+	[ "$SYS_STATE" = running ] || { systemctl --failed --no-pager; fail "the boot is $SYS_STATE, not running"; }
+	[ "$(prop repld@r0-beta.socket ActiveState)" = active ] || fail "repld@r0-beta.socket is $(prop repld@r0-beta.socket ActiveState) after the boot"
+	so=$(prop repld@r0-beta.socket ActiveEnterTimestampMonotonic)
+	ra=$(prop repld@r0.service ActiveEnterTimestampMonotonic)
+	[ "$so" -le "$ra" ] || fail "repld@r0-beta.socket listened only after repld@r0 started"
+	wait_for 60 '[ "$(prop repld@r0-beta.service ActiveState)" = active ]' ||
+		fail "the primary's connect did not start repld@r0-beta through its socket at boot"
+	journalctl -b -u repld@r0-beta --no-pager | grep -q 'listening on 1 socket(s) from systemd' ||
+		fail "repld@r0-beta did not take its socket from systemd at boot"
+	wait_for 120 beta_in_sync || { st; fail "beta not in sync behind its socket unit after the boot"; }
+	log "boot: repld@r0-beta.socket listening at $((so / 1000)) ms, repld@r0 active at $((ra / 1000)) ms; its connect started repld@r0-beta, in sync"
+	systemctl disable --now repld@r0-beta.socket || fail "disable --now repld@r0-beta.socket"
 	rm -r /etc/systemd/system/repld@r0-beta.socket.d
 
+	umount /srv/data || fail "umount /srv/data"
 	systemctl disable --now repld@r0 repld@r0-beta || fail "disable --now"
 	dmsetup remove r0 || fail "dmsetup remove r0"
 	rmmod dm_repl || fail "rmmod dm_repl"
@@ -234,11 +296,12 @@ boot2() {
 	! find /lib/modules/"$(uname -r)" -name 'dm-repl.ko*' | grep -q . || fail "dm-repl.ko is left after the purge"
 	[ -z "$(dkms status dm-repl 2> /dev/null)" ] || fail "DKMS still knows dm-repl: $(dkms status dm-repl)"
 	log "purged: no package, file, unit or module left; /etc/dm-repl keeps the administrator's $(ls /etc/dm-repl | tr '\n' ' ')"
-	pass "installed, booted twice, watchdog, reload, repld.target and purge"
+	pass "installed, booted three times, watchdog, reload, drain, repld.target, socket activation at boot and purge"
 }
 
 case $(phase) in
 1) boot1 ;;
 2) boot2 ;;
+3) boot3 ;;
 *) fail "unknown phase $(phase)" ;;
 esac
