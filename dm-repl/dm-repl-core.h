@@ -15,6 +15,7 @@
 #include <linux/bio.h>
 #include <linux/kref.h>
 #include <linux/mutex.h>
+#include <linux/rwsem.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -160,6 +161,11 @@ struct repl_ring {
 	struct workqueue_struct *copy_wq;	/* the module's: payload copies */
 
 	struct mutex tmutex;		/* protects targets, nr_targets */
+	/*
+	 * Held for write while the device grows (repl_ring_grow_commit());
+	 * for read by the consumer's bitmap calls, which then see one size.
+	 */
+	struct rw_semaphore resize_sem;
 	struct list_head targets;	/* struct repl_c, ring_node */
 	unsigned int nr_targets;
 
@@ -201,7 +207,7 @@ struct repl_ring {
 	 */
 	unsigned int nr_marking;
 	unsigned long *dirty;		/* out of sync: needs a resync */
-	u64 nr_regions;
+	u64 nr_regions;			/* grows with dev_sectors, both under lock */
 	u64 nr_dirty;
 	u64 dirty_gen;			/* bumped whenever a region is marked */
 	struct repl_meta *meta;		/* NULL: no metadata device */
@@ -233,6 +239,7 @@ struct repl_c {
 	unsigned int max_extents;
 	bool io_error_stop;		/* on_io_error stop */
 	bool io_stopped;		/* stop: a local write failed */
+	struct repl_ring_grow *grow;	/* longer than the ring: grown at resume */
 	struct list_head ring_node;	/* ring->targets, under ring->tmutex */
 };
 
@@ -289,14 +296,19 @@ void repl_ring_io_error(struct repl_ring *ring, sector_t sector, u32 nr_sectors,
 void repl_ring_set_mode(struct repl_ring *ring, enum repl_mode *mode,
 			enum repl_mode new_mode);
 void repl_ring_stats(struct repl_ring *ring, struct repl_ring_stats *st);
+struct repl_ring_grow;
+struct repl_ring_grow *repl_ring_grow_prepare(struct repl_ring *ring, u64 dev_sectors,
+					      char **error);
+void repl_ring_grow_commit(struct repl_ring *ring, struct repl_ring_grow *g);
+void repl_ring_grow_free(struct repl_ring_grow *g);
 /* dm-repl-ring.c, the consumer side (dm-repl-dev.c) */
 int repl_ring_attach(dev_t devt, struct repl_ring **ret);
 void repl_ring_detach(struct repl_ring *ring);
 void repl_ring_kref_get(struct repl_ring *ring);
 void repl_ring_kref_put(struct repl_ring *ring);
 int repl_ring_kick(struct repl_ring *ring);
-int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf,
-			 u64 *ret_dirty, u64 *ret_gen);
+int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf, u64 ubytes,
+			 u64 *ret_dirty, u64 *ret_gen, u64 *ret_regions);
 void repl_ring_mark_regions(struct repl_ring *ring, u64 first, u64 count);
 int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
 			    u64 gen);
@@ -360,5 +372,10 @@ u64 repl_meta_intent_regions(struct repl_meta *m);
 u64 repl_meta_active_extents(struct repl_meta *m);
 int repl_meta_get_gens(struct repl_meta *m, u64 *gen);
 int repl_meta_set_gens(struct repl_meta *m, const u64 *gen);
+struct repl_meta_grow;
+struct repl_meta_grow *repl_meta_grow_prepare(struct repl_meta *m, u64 dev_sectors,
+					      u64 nr_regions, char **error);
+void repl_meta_grow_commit(struct repl_meta *m, struct repl_meta_grow *g, u64 first);
+void repl_meta_grow_free(struct repl_meta_grow *g);
 
 #endif /* DM_REPL_CORE_H */

@@ -113,13 +113,10 @@ static int repl_get_dirty(struct repl_ring *ring, void __user *argp)
 
 	if (copy_from_user(&d, argp, sizeof(d)))
 		return -EFAULT;
-	if (d.bitmap && d.bitmap_bytes < DIV_ROUND_UP_ULL(ring->nr_regions, 8))
-		return -ENOSPC;
-	r = repl_ring_copy_dirty(ring, u64_to_user_ptr(d.bitmap), &d.dirty_regions,
-				 &d.dirty_gen);
+	r = repl_ring_copy_dirty(ring, u64_to_user_ptr(d.bitmap), d.bitmap_bytes,
+				 &d.dirty_regions, &d.dirty_gen, &d.nr_regions);
 	if (r)
 		return r;
-	d.nr_regions = ring->nr_regions;
 	d.region_bytes = 1ULL << ring->region_shift;
 	if (copy_to_user(argp, &d, sizeof(d)))
 		return -EFAULT;

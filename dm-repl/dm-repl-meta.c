@@ -938,12 +938,171 @@ static int md_check(struct repl_meta *m, const struct repl_meta_config *cfg,
 	m->bitmap_bytes = le64_to_cpu(sb->bitmap_bytes);
 	if (m->bitmap_offset < DM_REPL_MD_SB_BYTES ||
 	    !IS_ALIGNED(m->bitmap_offset, DM_REPL_MD_BITMAP_ALIGN) ||
-	    m->bitmap_bytes != need ||
+	    m->bitmap_bytes < need ||
+	    !IS_ALIGNED(m->bitmap_bytes, DM_REPL_MD_BITMAP_ALIGN) ||
 	    m->bitmap_offset > size || m->bitmap_bytes > size - m->bitmap_offset) {
 		*error = "Metadata bitmap location or size invalid";
 		return -EINVAL;
 	}
 	return md_check_peers(sb, m->bitmap_offset + m->bitmap_bytes, size, error);
+}
+
+/* The bitmaps of @t, sized by t->nr_regions (nr_pages, nr_ext set here). */
+static int md_alloc_maps(struct repl_meta *t)
+{
+	u64 need = round_up(DIV_ROUND_UP_ULL(t->nr_regions, 8), DM_REPL_MD_BITMAP_ALIGN);
+
+	t->nr_pages = DIV_ROUND_UP_ULL(need, PAGE_SIZE);
+	t->nr_ext = DIV_ROUND_UP_ULL(t->nr_regions, BIT_ULL(t->ext_shift));
+	t->ondisk = vzalloc((u64)t->nr_pages * PAGE_SIZE);
+	t->staging = vzalloc((u64)t->nr_pages * PAGE_SIZE);
+	t->synced = vzalloc((u64)t->nr_pages * PAGE_SIZE);
+	t->oos = md_bitmap_alloc(t->nr_regions);
+	t->intent = md_bitmap_alloc(t->nr_regions);
+	t->ext_active = md_bitmap_alloc(t->nr_ext);
+	t->touched = md_bitmap_alloc(t->nr_regions);
+	t->touched_prev = md_bitmap_alloc(t->nr_regions);
+	t->busy = md_bitmap_alloc(t->nr_regions);
+	t->page_dirty = md_bitmap_alloc(t->nr_pages);
+	t->page_pending = md_bitmap_alloc(t->nr_pages);
+	if (!t->ondisk || !t->staging || !t->synced || !t->oos || !t->intent ||
+	    !t->ext_active || !t->touched || !t->touched_prev || !t->busy ||
+	    !t->page_dirty || !t->page_pending)
+		return -ENOMEM;
+	return 0;
+}
+
+static void md_free_maps(struct repl_meta *t)
+{
+	kvfree(t->page_pending);
+	kvfree(t->page_dirty);
+	kvfree(t->busy);
+	kvfree(t->touched_prev);
+	kvfree(t->touched);
+	kvfree(t->ext_active);
+	kvfree(t->intent);
+	kvfree(t->oos);
+	vfree(t->synced);
+	vfree(t->staging);
+	vfree(t->ondisk);
+}
+
+/*
+ * Growing the device (a table with a larger length): the bitmaps for the
+ * new size, allocated by the table's constructor and swapped in by its
+ * preresume, the device suspended.
+ */
+struct repl_meta_grow {
+	u64 dev_sectors;
+	struct repl_meta maps;	/* only the bitmaps and their sizes */
+};
+
+void repl_meta_grow_free(struct repl_meta_grow *g)
+{
+	if (!g)
+		return;
+	md_free_maps(&g->maps);
+	kfree(g);
+}
+
+/* Can the metadata describe @dev_sectors?  Then the bitmaps for it. */
+struct repl_meta_grow *repl_meta_grow_prepare(struct repl_meta *m, u64 dev_sectors,
+					      u64 nr_regions, char **error)
+{
+	u64 need = round_up(DIV_ROUND_UP_ULL(nr_regions, 8), DM_REPL_MD_BITMAP_ALIGN);
+	struct repl_meta_grow *g;
+
+	if (need > m->bitmap_bytes) {
+		*error = "Metadata has no room for that size (create-md --max-size)";
+		return ERR_PTR(-ENOSPC);
+	}
+	g = kzalloc(sizeof(*g), GFP_KERNEL);
+	if (!g) {
+		*error = "Cannot allocate the metadata bitmap";
+		return ERR_PTR(-ENOMEM);
+	}
+	g->dev_sectors = dev_sectors;
+	g->maps.nr_regions = nr_regions;
+	g->maps.ext_shift = m->ext_shift;
+	if (md_alloc_maps(&g->maps)) {
+		repl_meta_grow_free(g);
+		*error = "Cannot allocate the metadata bitmap";
+		return ERR_PTR(-ENOMEM);
+	}
+	return g;
+}
+
+/* Copy the first @n words of @from into @to, rescheduling. */
+static void md_copy_words(unsigned long *to, const unsigned long *from, u64 n)
+{
+	u64 w, k;
+
+	for (w = 0; w < n; w += k) {
+		k = min_t(u64, n - w, 64 * REPL_CHUNK_WORDS);
+		memcpy(to + w, from + w, k * sizeof(*to));
+		cond_resched();
+	}
+}
+
+/*
+ * Swap in the grown bitmaps (the old contents copied) and mark regions
+ * [@first, new nr_regions) out of sync: the grown part, and the old last
+ * region when it was partial.  Their bits are written before the
+ * superblock gets the new size, so that a crash never leaves a larger
+ * device whose new regions look in sync.  The device is suspended and
+ * quiesced (postsuspend), and the owner keeps its consumer's bitmap calls
+ * out: nothing else reads or writes the bitmaps.  Frees @g.
+ */
+void repl_meta_grow_commit(struct repl_meta *m, struct repl_meta_grow *g, u64 first)
+{
+	struct repl_meta *t = &g->maps;
+	u64 words = BITS_TO_LONGS(m->nr_regions), pwords = (u64)m->nr_pages * MD_PAGE_WORDS;
+	int r;
+
+	cancel_delayed_work_sync(&m->clear_work);
+	flush_work(&m->work);
+	mutex_lock(&m->clear_lock);
+	md_copy_words(t->ondisk, m->ondisk, pwords);
+	md_copy_words((unsigned long *)t->staging, (unsigned long *)m->staging, pwords);
+	md_copy_words(t->synced, m->synced, pwords);
+	md_copy_words(t->oos, m->oos, words);
+	md_copy_words(t->intent, m->intent, words);
+	md_copy_words(t->touched, m->touched, words);
+	md_copy_words(t->touched_prev, m->touched_prev, words);
+	md_copy_words(t->ext_active, m->ext_active, BITS_TO_LONGS(m->nr_ext));
+	bitmap_copy(t->page_dirty, m->page_dirty, m->nr_pages);
+	spin_lock_irq(&m->lock);
+	swap(m->ondisk, t->ondisk);
+	swap(m->staging, t->staging);
+	swap(m->synced, t->synced);
+	swap(m->oos, t->oos);
+	swap(m->intent, t->intent);
+	swap(m->touched, t->touched);
+	swap(m->touched_prev, t->touched_prev);
+	swap(m->busy, t->busy);
+	swap(m->ext_active, t->ext_active);
+	swap(m->page_dirty, t->page_dirty);
+	swap(m->page_pending, t->page_pending);
+	swap(m->nr_regions, t->nr_regions);
+	swap(m->nr_pages, t->nr_pages);
+	swap(m->nr_ext, t->nr_ext);
+	if (!m->failed && first < m->nr_regions) {
+		repl_bitmap_set_count(m->oos, first, m->nr_regions);
+		md_ondisk_set(m, first, m->nr_regions);
+	}
+	spin_unlock_irq(&m->lock);
+	mutex_unlock(&m->clear_lock);
+	/* the new bits in a round of their own, then the size */
+	md_work(&m->work);
+	if (!READ_ONCE(m->failed)) {
+		mutex_lock(&m->io_lock);
+		m->sb->dev_sectors = cpu_to_le64(g->dev_sectors);
+		r = md_write_sb(m, !m->active);
+		mutex_unlock(&m->io_lock);
+		if (r)
+			md_fail(m, r);
+	}
+	repl_meta_grow_free(g);
 }
 
 /* The metadata goes (no target, no I/O); also undoes a half-built one. */
@@ -953,17 +1112,7 @@ void repl_meta_destroy(struct repl_meta *m)
 		return;
 	cancel_delayed_work_sync(&m->clear_work);
 	cancel_work_sync(&m->work);
-	kvfree(m->page_pending);
-	kvfree(m->page_dirty);
-	kvfree(m->busy);
-	kvfree(m->touched_prev);
-	kvfree(m->touched);
-	kvfree(m->ext_active);
-	kvfree(m->intent);
-	kvfree(m->oos);
-	vfree(m->synced);
-	vfree(m->staging);
-	vfree(m->ondisk);
+	md_free_maps(m);
 	kfree(m->sb);
 	if (m->io)
 		dm_io_client_destroy(m->io);
@@ -1029,28 +1178,15 @@ struct repl_meta *repl_meta_create(const struct repl_meta_config *cfg,
 	ret = md_check(m, cfg, error);
 	if (ret)
 		goto bad;
-	m->nr_pages = DIV_ROUND_UP_ULL(m->bitmap_bytes, PAGE_SIZE);
-	m->ondisk = vzalloc((u64)m->nr_pages * PAGE_SIZE);
-	m->staging = vzalloc((u64)m->nr_pages * PAGE_SIZE);
-	m->synced = vzalloc((u64)m->nr_pages * PAGE_SIZE);
 	nwords = BITS_TO_LONGS(m->nr_regions);
-	m->oos = md_bitmap_alloc(m->nr_regions);
-	m->intent = md_bitmap_alloc(m->nr_regions);
-	m->nr_ext = DIV_ROUND_UP_ULL(m->nr_regions, BIT_ULL(m->ext_shift));
-	m->ext_active = md_bitmap_alloc(m->nr_ext);
-	m->touched = md_bitmap_alloc(m->nr_regions);
-	m->touched_prev = md_bitmap_alloc(m->nr_regions);
-	m->busy = md_bitmap_alloc(m->nr_regions);
-	m->page_dirty = md_bitmap_alloc(m->nr_pages);
-	m->page_pending = md_bitmap_alloc(m->nr_pages);
-	if (!m->ondisk || !m->staging || !m->synced || !m->oos || !m->intent ||
-	    !m->ext_active || !m->touched || !m->touched_prev || !m->busy ||
-	    !m->page_dirty || !m->page_pending) {
+	ret = md_alloc_maps(m);
+	if (ret) {
 		*error = "Cannot allocate the metadata bitmap";
-		ret = -ENOMEM;
 		goto bad;
 	}
-	ret = md_io(m, REQ_OP_READ, m->staging, true, m->bitmap_offset, m->bitmap_bytes);
+	/* the bitmap the device has now; the rest of bitmap_bytes is room to grow */
+	ret = md_io(m, REQ_OP_READ, m->staging, true, m->bitmap_offset,
+		    (u64)m->nr_pages * PAGE_SIZE);
 	if (ret) {
 		*error = "Cannot read the metadata bitmap";
 		goto bad;

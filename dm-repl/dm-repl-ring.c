@@ -1114,6 +1114,7 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	INIT_LIST_HEAD(&ring->targets);
 	INIT_LIST_HEAD(&ring->held);
 	mutex_init(&ring->tmutex);
+	init_rwsem(&ring->resize_sem);
 	spin_lock_init(&ring->lock);
 	init_waitqueue_head(&ring->space_wq);
 	init_waitqueue_head(&ring->poll_wq);
@@ -1219,8 +1220,8 @@ int repl_ring_get(dev_t devt, const struct repl_ring_geometry *geo,
 		} else if (ring->max_extents != geo->max_extents) {
 			*error = "max_extents cannot change while the device exists";
 			r = -EINVAL;
-		} else if (ring->dev_sectors != geo->dev_sectors) {
-			*error = "Device size cannot change while the device exists";
+		} else if (geo->dev_sectors < ring->dev_sectors) {
+			*error = "Device size cannot shrink";
 			r = -EINVAL;
 		} else if (repl_meta_devt(ring->meta) !=
 			   (geo->meta_dev ? geo->meta_dev->bdev->bd_dev : 0)) {
@@ -1387,24 +1388,34 @@ void repl_ring_detach(struct repl_ring *ring)
  * marked during the copy bumps it, so a CLEAR_DIRTY with it fails
  * (EAGAIN); a mark before it is in every chunk copied after.
  */
-int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf,
-			 u64 *ret_dirty, u64 *ret_gen)
+int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf, u64 ubytes,
+			 u64 *ret_dirty, u64 *ret_gen, u64 *ret_regions)
 {
-	u64 bytes = DIV_ROUND_UP_ULL(ring->nr_regions, 8);
-	u64 nwords = BITS_TO_LONGS(ring->nr_regions), w, n, len;
+	u64 bytes, nwords, w, n, len;
 	unsigned long *bounce;
 	int ret = 0;
 
+	down_read(&ring->resize_sem);
+	*ret_regions = ring->nr_regions;
+	bytes = DIV_ROUND_UP_ULL(ring->nr_regions, 8);
+	nwords = BITS_TO_LONGS(ring->nr_regions);
 	if (!ubuf) {
 		spin_lock_irq(&ring->lock);
 		*ret_dirty = ring->nr_dirty;
 		*ret_gen = ring->dirty_gen;
 		spin_unlock_irq(&ring->lock);
-		return 0;
+		goto out;
+	}
+	/* a buffer for a device before it grew: the caller learns the size */
+	if (ubytes < bytes) {
+		ret = -ENOSPC;
+		goto out;
 	}
 	bounce = kmalloc_array(REPL_CHUNK_WORDS, sizeof(*bounce), GFP_KERNEL);
-	if (!bounce)
-		return -ENOMEM;
+	if (!bounce) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (w = 0; w < nwords; w += n) {
 		n = min_t(u64, REPL_CHUNK_WORDS, nwords - w);
 		spin_lock_irq(&ring->lock);
@@ -1422,13 +1433,17 @@ int repl_ring_copy_dirty(struct repl_ring *ring, u8 __user *ubuf,
 		cond_resched();
 	}
 	kfree(bounce);
+out:
+	up_read(&ring->resize_sem);
 	return ret;
 }
 
 /* DM_REPL_IOC_MARK_DIRTY: regions [first, first + count), checked. */
 void repl_ring_mark_regions(struct repl_ring *ring, u64 first, u64 count)
 {
+	down_read(&ring->resize_sem);
 	ring_mark_regions(ring, first, first + count);
+	up_read(&ring->resize_sem);
 }
 
 /*
@@ -1444,6 +1459,7 @@ int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
 	u64 end = first + count, e;
 	int ret = 0;
 
+	down_read(&ring->resize_sem);
 	for (; first < end; first = e) {
 		e = min(end, round_down(first, REPL_CHUNK_BITS) + REPL_CHUNK_BITS);
 		spin_lock_irq(&ring->lock);
@@ -1463,7 +1479,108 @@ int repl_ring_clear_regions(struct repl_ring *ring, u64 first, u64 count,
 		spin_unlock_irq(&ring->lock);
 		cond_resched();
 	}
+	up_read(&ring->resize_sem);
 	return ret;
+}
+
+/*
+ * Growing the device: a table longer than the ring's device (lvextend
+ * below it, then a reload) gets the ring's bitmaps for its length from
+ * its constructor, and swaps them in at its preresume, the device
+ * suspended (repl_ring_grow_commit()).  The grown part is out of sync
+ * until a resync has sent it to the peers.
+ */
+struct repl_ring_grow {
+	u64 dev_sectors;
+	u64 nr_regions;
+	unsigned long *dirty;
+	struct repl_meta_grow *meta;
+};
+
+void repl_ring_grow_free(struct repl_ring_grow *g)
+{
+	if (!g)
+		return;
+	repl_meta_grow_free(g->meta);
+	kvfree(g->dirty);
+	kfree(g);
+}
+
+struct repl_ring_grow *repl_ring_grow_prepare(struct repl_ring *ring, u64 dev_sectors,
+					      char **error)
+{
+	struct repl_ring_grow *g;
+
+	g = kzalloc(sizeof(*g), GFP_KERNEL);
+	if (!g) {
+		*error = "Cannot allocate the grown bitmap";
+		return ERR_PTR(-ENOMEM);
+	}
+	g->dev_sectors = dev_sectors;
+	g->nr_regions = DIV_ROUND_UP_ULL(dev_sectors, 1ULL << (ring->region_shift - SECTOR_SHIFT));
+	g->dirty = kvcalloc(BITS_TO_LONGS(g->nr_regions), sizeof(unsigned long),
+			    GFP_KERNEL | __GFP_NOWARN);
+	if (!g->dirty) {
+		repl_ring_grow_free(g);
+		*error = "Cannot allocate the grown bitmap";
+		return ERR_PTR(-ENOMEM);
+	}
+	if (ring->meta) {
+		g->meta = repl_meta_grow_prepare(ring->meta, dev_sectors, g->nr_regions, error);
+		if (IS_ERR(g->meta)) {
+			int r = PTR_ERR(g->meta);
+
+			g->meta = NULL;
+			repl_ring_grow_free(g);
+			return ERR_PTR(r);
+		}
+	}
+	return g;
+}
+
+/*
+ * Preresume of the longer table: no I/O in flight, the metadata quiesced
+ * (postsuspend).  Regions from the one holding the old end on are marked
+ * out of sync, durably with a metadata device before its superblock says
+ * the new size; the ring header's dev_sectors tells the consumer.  Frees @g.
+ */
+void repl_ring_grow_commit(struct repl_ring *ring, struct repl_ring_grow *g)
+{
+	u64 first, old_words, marked;
+
+	down_write(&ring->resize_sem);
+	if (g->dev_sectors <= ring->dev_sectors) {
+		/* grown to this size already, by an earlier table */
+		up_write(&ring->resize_sem);
+		repl_ring_grow_free(g);
+		return;
+	}
+	first = ring->dev_sectors >> (ring->region_shift - SECTOR_SHIFT);
+	old_words = BITS_TO_LONGS(ring->nr_regions);
+	/* nothing writes the bitmap: no I/O, no consumer call */
+	memcpy(g->dirty, ring->dirty, old_words * sizeof(unsigned long));
+	marked = repl_bitmap_set_count(g->dirty, first, g->nr_regions);
+	spin_lock_irq(&ring->lock);
+	swap(ring->dirty, g->dirty);
+	ring->dev_sectors = g->dev_sectors;
+	ring->nr_regions = g->nr_regions;
+	ring->nr_dirty += marked;
+	ring->dirty_gen++;
+	WRITE_ONCE(ring->hdr->dev_sectors, ring->dev_sectors);
+	if (marked && !(ring->state & DM_REPL_STATE_DIRTY)) {
+		ring->state |= DM_REPL_STATE_DIRTY;
+		ring_state_changed(ring);
+	} else {
+		WRITE_ONCE(ring->hdr->dirty_regions, ring->nr_dirty);
+	}
+	spin_unlock_irq(&ring->lock);
+	if (ring->meta)
+		repl_meta_grow_commit(ring->meta, g->meta, first);
+	g->meta = NULL;
+	up_write(&ring->resize_sem);
+	DMINFO("%u:%u: grown to %llu sectors, %llu regions out of sync",
+	       MAJOR(ring->devt), MINOR(ring->devt), ring->dev_sectors, marked);
+	repl_ring_grow_free(g);
 }
 
 /* Before the first I/O after a resume. */

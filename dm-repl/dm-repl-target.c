@@ -216,6 +216,8 @@ check:
 
 static void repl_free(struct dm_target *ti, struct repl_c *rc)
 {
+	/* a longer table that never resumed: the ring never grew */
+	repl_ring_grow_free(rc->grow);
 	/* the ring stops using the metadata device before we close it */
 	if (rc->ring)
 		repl_ring_put(rc->ring, rc);
@@ -349,6 +351,15 @@ static int repl_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 			  &geo, rc, &rc->ring, &ti->error);
 	if (r)
 		goto bad;
+	/* longer than the device is now (the ring refuses shorter): grown at resume */
+	if (ti->len > rc->ring->dev_sectors) {
+		rc->grow = repl_ring_grow_prepare(rc->ring, ti->len, &ti->error);
+		if (IS_ERR(rc->grow)) {
+			r = PTR_ERR(rc->grow);
+			rc->grow = NULL;
+			goto bad;
+		}
+	}
 
 	/*
 	 * The ring cuts a write into records; dm splits reads and writes only
@@ -611,6 +622,11 @@ static int repl_preresume(struct dm_target *ti)
 {
 	struct repl_c *rc = ti->private;
 
+	/* a longer table: the ring grows while nothing is in flight */
+	if (rc->grow) {
+		repl_ring_grow_commit(rc->ring, rc->grow);
+		rc->grow = NULL;
+	}
 	/* the superblock says "in use" before the first write */
 	return repl_ring_activate(rc->ring);
 }
@@ -641,7 +657,7 @@ static int repl_iterate_devices(struct dm_target *ti,
 
 static struct target_type repl_target = {
 	.name = "repl",
-	.version = {1, 5, 0},
+	.version = {1, 6, 0},
 	.features = DM_TARGET_SINGLETON,
 	.module = THIS_MODULE,
 	.ctr = repl_ctr,

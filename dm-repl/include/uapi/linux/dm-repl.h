@@ -114,7 +114,12 @@ struct dm_repl_ring_hdr {
 	__u64 rec_offset;	/* offset of the record array */
 	__u64 data_offset;	/* offset of the data area */
 	__u64 data_size;	/* bytes in the data area */
-	__u64 dev_sectors;	/* size of the repl device, 512-byte sectors */
+	/*
+	 * Size of the repl device, 512-byte sectors.  It grows when a longer
+	 * table resumes (dm-repl(7) RESIZE), set before the first record past
+	 * the old end is published; it never shrinks.
+	 */
+	__u64 dev_sectors;
 
 	/* line 1: producer, written by the kernel only */
 	__u64 prod_seq;		/* store-release; see above */
@@ -193,7 +198,8 @@ struct dm_repl_attach {
 
 /* DM_REPL_IOC_GET_DIRTY: copy out the dirty bitmap (little-endian bit order,
  * bit i of byte j is region j*8+i).  bitmap == 0 asks for the counts only;
- * a buffer smaller than (nr_regions + 7) / 8 bytes fails with ENOSPC.
+ * a buffer smaller than (nr_regions + 7) / 8 bytes fails with ENOSPC (the
+ * device may have grown since the consumer read the size).
  * The kernel copies a large bitmap in pieces: dirty_regions and dirty_gen
  * are those of when the copy began, and the copy holds every region dirty
  * then (and maybe some marked during the copy, which changes dirty_gen).
@@ -286,7 +292,11 @@ struct dm_repl_md_sb {
 	__le32 region_shift;	/* log2 of the region size in bytes */
 	__le64 dev_sectors;	/* size of the data device it describes */
 	__le64 bitmap_offset;	/* bytes from the start of the device */
-	__le64 bitmap_bytes;	/* a multiple of DM_REPL_MD_BITMAP_ALIGN */
+	/*
+	 * A multiple of DM_REPL_MD_BITMAP_ALIGN, at least the bitmap of
+	 * dev_sectors: the rest is room for the device to grow into
+	 */
+	__le64 bitmap_bytes;
 	__u8 uuid[16];		/* random at creation */
 	char resource[DM_REPL_MD_NAME_MAX];	/* the dm device's name, NUL padded */
 	__le64 events;		/* bumped on every superblock write */
