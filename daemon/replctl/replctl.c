@@ -48,10 +48,13 @@ static void usage(FILE *f)
 	      "  verify <resource> <peer> [--wait]      compare by hashes, mark differences\n"
 	      "  primary <resource> [--force]           promote: bring up the repl device here\n"
 	      "  secondary <resource>                   demote: remove it, receive from a peer\n"
+	      "  resize <resource> [--size SIZE] [--config FILE]\n"
+	      "                                         grow the repl device to its device's size\n"
 	      "  discard-my-data <resource>             (secondary) give up this copy's changes\n"
 	      "                                         after a split brain\n"
 	      "  create-md <resource> [--force]         write metadata to the resource's meta-device\n"
-	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--max-peers N] [--force]\n"
+	      "  create-md --meta DEV --data DEV --resource NAME [--region-kb N] [--max-peers N]\n"
+	      "            [--max-size SIZE] [--force]   (also with a resource)\n"
 	      "  upgrade-md <resource> | --meta DEV [--max-peers N]   metadata format 1 to 2, in place\n"
 	      "  dump-md <resource> | --meta DEV        show a metadata device\n"
 	      "  udev-below DEVNAME                     (udev) DM_REPL_BELOW=<resource> when\n"
@@ -437,6 +440,169 @@ static int wait_role(const char *res, const char *sock, const char *role)
 	return -ETIMEDOUT;
 }
 
+/* "512M", "2T", "1073741824": bytes */
+static int parse_size(const char *s, uint64_t *ret)
+{
+	static const char units[] = "KMGT";
+	const char *u;
+	uint64_t v;
+	char *end;
+
+	errno = 0;
+	if (s[0] < '0' || s[0] > '9')
+		return -EINVAL;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end) {
+		u = strchr(units, end[0]);
+		if (!u || !end[0] || (end[1] && strcmp(end + 1, "iB")))
+			return -EINVAL;
+		for (long k = 0; k <= u - units; k++) {
+			if (v > UINT64_MAX / 1024)
+				return -EINVAL;
+			v *= 1024;
+		}
+	}
+	*ret = v;
+	return 0;
+}
+
+/*
+ * Grow the repl device to its backing device's size (or --size): a reload
+ * of its table with the new length, the rest unchanged.  The target grows
+ * at the resume, and repld follows; the grown part is out of sync until a
+ * resync has sent it to the peers, whose devices must have grown first.
+ */
+static int cmd_resize(int argc, char **argv, const char *sock)
+{
+	char path[PATH_MAX], err[512];
+	const char *file = NULL;
+	uint64_t want = 0, had;
+	struct dmdev_info info;
+	struct config *c = NULL;
+	int fd, r, i;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--size")) {
+			r = parse_size(argv[i + 1], &want);
+			if (r < 0 || !want || want % 512) {
+				fprintf(stderr, "replctl: --size %s: a size in bytes, a multiple of 512, with K, M, G or T for KiB, MiB, GiB or TiB\n",
+					argv[i + 1]);
+				return -EINVAL;
+			}
+			want >>= 9;
+		} else if (!strcmp(argv[i], "--config")) {
+			file = argv[i + 1];
+		} else {
+			break;
+		}
+	}
+	if (argc < 1 || i != argc) {
+		fprintf(stderr, "replctl: usage: replctl resize <resource> [--size SIZE] [--config FILE]\n");
+		return -EINVAL;
+	}
+	snprintf(err, sizeof(err), "resource name '%s'", argv[0]);
+	r = file ? (snprintf(path, sizeof(path), "%s", file) < (int)sizeof(path) ? 0 : -ENAMETOOLONG) :
+		   config_path(argv[0], path, sizeof(path));
+	if (r == 0)
+		r = config_load(path, &c, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "replctl: resize: %s\n", err);
+		return r;
+	}
+	if (strcmp(c->resource, argv[0])) {
+		fprintf(stderr, "replctl: resize: %s is the configuration of %s, not %s\n", path,
+			c->resource, argv[0]);
+		r = -EINVAL;
+		goto out;
+	}
+	r = dmdev_get(c->dm_name, &info);
+	if (r == 0 && (!info.exists || strcmp(info.target, "repl"))) {
+		fprintf(stderr, "replctl: resize: no repl device /dev/mapper/%s here: resize on the primary\n",
+			c->dm_name);
+		r = -ENODEV;
+	}
+	if (r < 0)
+		goto out;
+	if (!want) {
+		fd = open(c->device, O_RDONLY | O_CLOEXEC);
+		r = fd < 0 ? -errno : dmdev_size_sectors(fd, &want);
+		if (fd >= 0)
+			close(fd);
+		if (r < 0) {
+			fprintf(stderr, "replctl: resize: size of %s: %s\n", c->device, strerror(-r));
+			goto out;
+		}
+	}
+	had = info.sectors;
+	if (want < had) {
+		fprintf(stderr, "replctl: resize: %s has %" PRIu64 " sectors, %" PRIu64 " is smaller: a repl device does not shrink (what a filesystem or a peer holds there would be cut off)\n",
+			c->dm_name, had, want);
+		r = -EINVAL;
+		goto out;
+	}
+	if (want == had) {
+		printf("%s: already %" PRIu64 " sectors, the size of %s: extend that first (lvextend)\n",
+		       c->dm_name, had, c->device);
+		r = 0;
+		goto out;
+	}
+	if (strcmp(c->meta_device, "-")) {
+		struct md_info mi;
+
+		r = md_read(c->meta_device, false, &mi, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "replctl: resize: %s\n", err);
+			goto out;
+		}
+		if (want > mi.max_sectors) {
+			fprintf(stderr, "replctl: resize: %s has room for a device of %" PRIu64 " sectors, not %" PRIu64 " (replctl create-md --max-size, on a larger metadata device)\n",
+				c->meta_device, mi.max_sectors, want);
+			r = -ENOSPC;
+			goto out;
+		}
+	}
+	/* the same table, longer: it grows at the resume */
+	r = dmdev_reload_target(c->dm_name, "repl", want, info.params);
+	if (r < 0) {
+		fprintf(stderr, "replctl: resize: reloading %s with %" PRIu64 " sectors: %s (the kernel log says why)\n",
+			c->dm_name, want, strerror(-r));
+		goto out;
+	}
+	printf("%s: grown from %" PRIu64 " to %" PRIu64 " sectors\n", c->dm_name, had, want);
+	/* repld follows the device: wait until it says so */
+	for (i = 0; i < 100; i++) {
+		struct json_object *req = json_object_new_object(), *reply = NULL, *t;
+		bool done = false;
+
+		json_object_object_add(req, "cmd", json_object_new_string("status"));
+		r = ctl_call_quiet(c->resource, sock, req, &reply);
+		json_object_put(req);
+		if (r < 0)
+			break;
+		if (json_object_object_get_ex(reply, "target", &t) &&
+		    json_object_object_get_ex(t, "device_sectors", &t))
+			done = (uint64_t)json_object_get_uint64(t) == want;
+		json_object_put(reply);
+		if (done) {
+			printf("%s: repld replicates %" PRIu64 " sectors; the new part goes to the peers by resync (replctl status)\n",
+			       c->resource, want);
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	if (i == 100) {
+		fprintf(stderr, "replctl: resize: repld did not take the new size within 10 s (see its log)\n");
+		r = -ETIMEDOUT;
+	} else {
+		r = 0;
+	}
+out:
+	config_free(c);
+	return r;
+}
+
 /* A command on a resource without further arguments. */
 static int cmd_simple(const char *cmd, int argc, char **argv, bool json, const char *sock)
 {
@@ -585,6 +751,7 @@ struct md_args {
 	const char *meta, *data, *resource;
 	unsigned int region_kb;
 	unsigned int max_peers;
+	uint64_t max_bytes;		/* --max-size, 0: not given */
 	bool force;
 	struct config *cfg;
 };
@@ -611,6 +778,13 @@ static int md_args_parse(int argc, char **argv, struct md_args *a)
 		else if (i + 1 < argc && !strcmp(o, "--region-kb")) {
 			a->region_kb = (unsigned int)strtoul(argv[++i], NULL, 10);
 			region_given = true;
+		} else if (i + 1 < argc && !strcmp(o, "--max-size")) {
+			r = parse_size(argv[++i], &a->max_bytes);
+			if (r < 0 || !a->max_bytes) {
+				fprintf(stderr, "replctl: --max-size %s: a size in bytes, with K, M, G or T for KiB, MiB, GiB or TiB\n",
+					argv[i]);
+				return -EINVAL;
+			}
 		} else if (i + 1 < argc && !strcmp(o, "--max-peers")) {
 			char *end;
 			unsigned long v = strtoul(argv[++i], &end, 10);
@@ -657,7 +831,7 @@ static int md_args_parse(int argc, char **argv, struct md_args *a)
 static int cmd_create_md(int argc, char **argv)
 {
 	struct md_args a = { 0 };
-	uint64_t sectors;
+	uint64_t sectors, max;
 	char err[512];
 	int fd, r;
 
@@ -681,14 +855,36 @@ static int cmd_create_md(int argc, char **argv)
 	if (!a.max_peers && a.cfg)
 		a.max_peers = a.cfg->nr_peers > DM_REPL_MD_DEFAULT_PEERS ? a.cfg->nr_peers :
 			      DM_REPL_MD_DEFAULT_PEERS;
-	r = md_create(a.meta, a.resource, sectors, a.region_kb, a.max_peers, a.force, err,
+	if (a.max_bytes) {
+		max = a.max_bytes >> 9;
+		if (max < sectors) {
+			fprintf(stderr, "replctl: create-md: --max-size %" PRIu64 " bytes is smaller than %s (%" PRIu64 " bytes)\n",
+				a.max_bytes, a.data, sectors << 9);
+			r = -EINVAL;
+			goto out;
+		}
+	} else {
+		/* room to grow 4 times, or what the metadata device holds */
+		uint64_t meta_sectors = 0;
+
+		fd = open(a.meta, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			dmdev_size_sectors(fd, &meta_sectors);
+			close(fd);
+		}
+		max = md_max_sectors(meta_sectors << 9, a.region_kb, a.max_peers);
+		if (max > 4 * sectors)
+			max = 4 * sectors;
+	}
+	r = md_create(a.meta, a.resource, sectors, max, a.region_kb, a.max_peers, a.force, err,
 		      sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "replctl: create-md: %s\n", err);
 		goto out;
 	}
-	printf("%s: metadata for resource %s (%" PRIu64 " sectors of %s, %u KiB regions, %u peer slots)\n",
-	       a.meta, a.resource, sectors, a.data, a.region_kb,
+	printf("%s: metadata for resource %s (%" PRIu64 " sectors of %s, room for %" PRIu64
+	       " sectors, %u KiB regions, %u peer slots)\n",
+	       a.meta, a.resource, sectors, a.data, max > sectors ? max : sectors, a.region_kb,
 	       a.max_peers ? a.max_peers : DM_REPL_MD_DEFAULT_PEERS);
 out:
 	config_free(a.cfg);
@@ -833,6 +1029,7 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 			in = set;
 		}
 		json_object_object_add(o, "set", runs);
+		json_object_object_add(o, "max_sectors", json_object_new_uint64(mi.max_sectors));
 		json_object_object_add(o, "max_peers", json_object_new_uint64(mi.max_peers));
 		json_object_object_add(o, "peers_offset", json_object_new_uint64(mi.peers_offset));
 		{
@@ -851,6 +1048,7 @@ static int cmd_dump_md(int argc, char **argv, bool json)
 		       mi.set_regions);
 		printf("  version:%u generation:%016" PRIx64 " bitmap-generation:%016" PRIx64
 		       " history:%016" PRIx64 "\n", mi.version, mi.gen[0], mi.gen[1], mi.gen[2]);
+		printf("  room for:%" PRIu64 " sectors\n", mi.max_sectors);
 		dump_slots(a.meta, &mi, NULL);
 	}
 	free(mi.bitmap);
@@ -980,6 +1178,8 @@ static int run(int argc, char **argv)
 			return r;
 		return wait_role(argv[optind], sock, cmd);
 	}
+	if (!strcmp(cmd, "resize"))
+		return cmd_resize(argc - optind, argv + optind, sock);
 	if (!strcmp(cmd, "create-md"))
 		return cmd_create_md(argc - optind, argv + optind);
 	if (!strcmp(cmd, "upgrade-md"))

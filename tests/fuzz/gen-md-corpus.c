@@ -123,7 +123,7 @@ static void create(struct image *im, unsigned int region_kb, unsigned int max_pe
 	CHECK(fd >= 0 && ftruncate(fd, (off_t)md_size_needed(DEV_SECTORS, region_kb,
 							     max_peers)) == 0, "size %s", md_path);
 	close(fd);
-	CHECK_RC(md_create(md_path, "r0", DEV_SECTORS, region_kb, max_peers, true, err,
+	CHECK_RC(md_create(md_path, "r0", DEV_SECTORS, 0, region_kb, max_peers, true, err,
 			   sizeof(err)), 0);
 	load(im);
 }

@@ -33,6 +33,21 @@ uint64_t md_size_needed(uint64_t dev_sectors, unsigned int region_kb, unsigned i
 	return 2 * DM_REPL_MD_SB_BYTES + (1 + (uint64_t)max_peers) * b;
 }
 
+uint64_t md_max_sectors(uint64_t meta_bytes, unsigned int region_kb, unsigned int max_peers)
+{
+	uint64_t b;
+
+	if (!max_peers)
+		max_peers = DM_REPL_MD_DEFAULT_PEERS;
+	if (meta_bytes < 2 * DM_REPL_MD_SB_BYTES)
+		return 0;
+	b = (meta_bytes - 2 * DM_REPL_MD_SB_BYTES) / (1 + (uint64_t)max_peers);
+	b -= b % DM_REPL_MD_BITMAP_ALIGN;
+	if (b > (UINT64_MAX >> 9) / 8 / ((uint64_t)region_kb * 2))
+		return UINT64_MAX >> 9;
+	return b * 8 * region_kb * 2;
+}
+
 /* csum is at offset 8 of both the superblock and the peer table */
 static uint64_t md_csum(const uint8_t *block)
 {
@@ -302,6 +317,8 @@ int md_parse_super(const void *buf, size_t len, uint64_t dev_bytes, struct md_in
 	}
 	mi.nr_regions = (mi.dev_sectors + (1ULL << (mi.region_shift - 9)) - 1) >>
 			(mi.region_shift - 9);
+	mi.max_sectors = mi.bitmap_bytes > (UINT64_MAX >> 9) >> (mi.region_shift - 9 + 3) ?
+			 UINT64_MAX >> 9 : (mi.bitmap_bytes * 8) << (mi.region_shift - 9);
 	if (mi.bitmap_bytes < (mi.nr_regions + 7) / 8 || mi.bitmap_offset < DM_REPL_MD_SB_BYTES ||
 	    mi.bitmap_offset > dev_bytes || mi.bitmap_bytes > dev_bytes - mi.bitmap_offset) {
 		snprintf(err, errlen, "bitmap location invalid");
@@ -467,16 +484,19 @@ static int md_check_max_peers(unsigned int *max_peers, char *err, size_t errlen)
 }
 
 int md_create(const char *meta_path, const char *resource, uint64_t dev_sectors,
-	      unsigned int region_kb, unsigned int max_peers, bool force, char *err,
-	      size_t errlen)
+	      uint64_t max_sectors, unsigned int region_kb, unsigned int max_peers, bool force,
+	      char *err, size_t errlen)
 {
 	struct dm_repl_md_sb sb = { 0 };
 	struct md_info old, mi = { 0 };
 	uint8_t *block;
-	uint64_t size, bytes = md_bitmap_bytes(dev_sectors, region_kb);
+	uint64_t size, bytes;
 	char e[256];
 	int fd, r;
 
+	if (max_sectors < dev_sectors)
+		max_sectors = dev_sectors;
+	bytes = md_bitmap_bytes(max_sectors, region_kb);
 	if (strlen(resource) >= DM_REPL_MD_NAME_MAX) {
 		snprintf(err, errlen, "resource name too long");
 		return -EINVAL;
@@ -500,11 +520,11 @@ int md_create(const char *meta_path, const char *resource, uint64_t dev_sectors,
 	if (fd < 0)
 		return fd;
 	r = dmdev_size_sectors(fd, &size);
-	if (r < 0 || size * 512 < md_size_needed(dev_sectors, region_kb, max_peers)) {
-		snprintf(err, errlen, "%s is too small: %llu KiB needed for a device of %llu sectors with %u KiB regions and %u peer slots",
+	if (r < 0 || size * 512 < md_size_needed(max_sectors, region_kb, max_peers)) {
+		snprintf(err, errlen, "%s is too small: %llu KiB needed for a device of up to %llu sectors with %u KiB regions and %u peer slots",
 			 meta_path,
-			 (unsigned long long)md_size_needed(dev_sectors, region_kb, max_peers) >> 10,
-			 (unsigned long long)dev_sectors, region_kb, max_peers);
+			 (unsigned long long)md_size_needed(max_sectors, region_kb, max_peers) >> 10,
+			 (unsigned long long)max_sectors, region_kb, max_peers);
 		close(fd);
 		return -ENOSPC;
 	}

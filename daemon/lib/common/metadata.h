@@ -27,6 +27,7 @@ struct md_info {
 	uint64_t peers_offset;		/* the peer area */
 	uint32_t max_peers;
 	uint64_t nr_regions;
+	uint64_t max_sectors;		/* what bitmap_bytes can describe: grow up to it */
 	uint64_t set_regions;		/* bits set in the bitmap */
 	/*
 	 * md_read() with want_bitmap: every region that may differ from some
@@ -50,18 +51,26 @@ struct md_peers {
 	struct md_slot slot[DM_REPL_MD_MAX_PEERS];
 };
 
-/* Bytes a metadata device needs for a device of dev_sectors. */
+/*
+ * Bytes a metadata device needs for a device of up to dev_sectors (its
+ * bitmaps sized for that).
+ */
 uint64_t md_size_needed(uint64_t dev_sectors, unsigned int region_kb, unsigned int max_peers);
+
+/* The largest device a metadata device of meta_bytes can describe (0: none). */
+uint64_t md_max_sectors(uint64_t meta_bytes, unsigned int region_kb, unsigned int max_peers);
 
 /*
  * Write a new superblock, an empty bitmap and an empty peer area of
- * max_peers slots (0: DM_REPL_MD_DEFAULT_PEERS) to meta_path.  -EEXIST
+ * max_peers slots (0: DM_REPL_MD_DEFAULT_PEERS) to meta_path, the bitmaps
+ * sized for a device of max_sectors (the device may grow up to it; at
+ * least dev_sectors).  -EEXIST
  * when it already holds valid dm-repl metadata and !force; -ENOSPC when
  * it is too small; err gets a one-line reason on failure.
  */
 int md_create(const char *meta_path, const char *resource, uint64_t dev_sectors,
-	      unsigned int region_kb, unsigned int max_peers, bool force, char *err,
-	      size_t errlen);
+	      uint64_t max_sectors, unsigned int region_kb, unsigned int max_peers, bool force,
+	      char *err, size_t errlen);
 
 /*
  * Format version 1 (no peer area) to 2, in place, keeping the bitmap and

@@ -83,11 +83,11 @@ int main(void)
 	need = md_size_needed(DEV_SECTORS, 64, 3);
 	CHECK(need == 2 * 4096 + 4 * 4096, "size needed %llu", (unsigned long long)need);
 	sized_file(md, need - 1);
-	CHECK_RC(md_create(md, "r0", DEV_SECTORS, 64, 3, false, err, sizeof(err)), -ENOSPC);
+	CHECK_RC(md_create(md, "r0", DEV_SECTORS, 0, 64, 3, false, err, sizeof(err)), -ENOSPC);
 	CHECK(strstr(err, "3 peer slots"), "%s", err);
 	sized_file(md, need);
-	CHECK_RC(md_create(md, "r0", DEV_SECTORS, 64, 3, false, err, sizeof(err)), 0);
-	CHECK_RC(md_create(md, "r0", DEV_SECTORS, 64, 3, false, err, sizeof(err)), -EEXIST);
+	CHECK_RC(md_create(md, "r0", DEV_SECTORS, 0, 64, 3, false, err, sizeof(err)), 0);
+	CHECK_RC(md_create(md, "r0", DEV_SECTORS, 0, 64, 3, false, err, sizeof(err)), -EEXIST);
 	CHECK_RC(md_read(md, true, &mi, err, sizeof(err)), 0);
 	CHECK(mi.version == 2 && mi.max_peers == 3 && mi.peers_offset == 8192 &&
 	      mi.set_regions == 0, "version %u, %u slots at %llu, %llu set", mi.version,
@@ -98,6 +98,38 @@ int main(void)
 	CHECK_RC(md_peers_read(fd, &mi, &p), 0);
 	CHECK(p.flags & DM_REPL_MD_PEERS_FRESH, "a new table is fresh");
 	CHECK(!(p.slot[0].flags & DM_REPL_MD_SLOT_USED), "no slot used");
+
+	/* --- room to grow: bitmaps for 16 times the device, what md_max_sectors() says */
+	{
+		char big[4096];
+		struct md_info bi;
+
+		path_of(big, sizeof(big), "big");
+		need = md_size_needed(16 * DEV_SECTORS, 64, 3);
+		CHECK(need == 2 * 4096 + 4 * 8192, "size needed for 16 times: %llu",
+		      (unsigned long long)need);
+		sized_file(big, need - 1);
+		CHECK_RC(md_create(big, "r0", DEV_SECTORS, 16 * DEV_SECTORS, 64, 3, false, err,
+				   sizeof(err)), -ENOSPC);
+		CHECK(strstr(err, "up to"), "%s", err);
+		/* one page of bitmap less: 32768 regions of 128 sectors */
+		CHECK(md_max_sectors(need - 1, 64, 3) == 32768ULL * 128, "max sectors %llu",
+		      (unsigned long long)md_max_sectors(need - 1, 64, 3));
+		sized_file(big, need);
+		CHECK(md_max_sectors(need, 64, 3) == 16 * DEV_SECTORS, "max sectors %llu",
+		      (unsigned long long)md_max_sectors(need, 64, 3));
+		CHECK_RC(md_create(big, "r0", DEV_SECTORS, 16 * DEV_SECTORS, 64, 3, false, err,
+				   sizeof(err)), 0);
+		CHECK_RC(md_read(big, true, &bi, err, sizeof(err)), 0);
+		CHECK(bi.dev_sectors == DEV_SECTORS && bi.max_sectors == 16 * DEV_SECTORS &&
+		      bi.bitmap_bytes == 8192 && bi.nr_regions == 4096 && bi.set_regions == 0,
+		      "%llu sectors, up to %llu, %llu bitmap bytes",
+		      (unsigned long long)bi.dev_sectors, (unsigned long long)bi.max_sectors,
+		      (unsigned long long)bi.bitmap_bytes);
+		free(bi.bitmap);
+		CHECK(mi.max_sectors == 32768ULL * 128, "the first metadata: up to %llu",
+		      (unsigned long long)mi.max_sectors);
+	}
 
 	/* --- slots: a bit in slot 1 shows in the union; the table round trips */
 	snprintf(p.slot[1].name, sizeof(p.slot[1].name), "gamma");
@@ -141,12 +173,12 @@ int main(void)
 	{
 		const uint64_t gen[4] = { 0x1111, 0x2222, 0x3333, 0x4444 };
 
-		CHECK_RC(md_create(md, "r0", DEV_SECTORS, 64, 3, true, err, sizeof(err)), 0);
+		CHECK_RC(md_create(md, "r0", DEV_SECTORS, 0, 64, 3, true, err, sizeof(err)), 0);
 		set_bit_at(md, 4096 + 1, 1);			/* region 9 */
 		make_version1(md, gen);
 		CHECK_RC(md_read(md, false, &mi, err, sizeof(err)), -EPROTO);
 		CHECK(strstr(err, "upgrade-md"), "%s", err);
-		CHECK_RC(md_create(md, "r0", DEV_SECTORS, 64, 3, false, err, sizeof(err)),
+		CHECK_RC(md_create(md, "r0", DEV_SECTORS, 0, 64, 3, false, err, sizeof(err)),
 			 -EEXIST);
 		CHECK(strstr(err, "upgrade-md"), "%s", err);
 		/* room for 3 slots, not for 4 */
