@@ -237,6 +237,7 @@ void admin_status(struct primary *pri, struct json_object *o)
 	json_object_object_add(k, "state", json_object_new_string(
 		ri.state & DM_REPL_STATE_OVERFLOW ? "overflow" :
 		ri.state & DM_REPL_STATE_DEGRADED ? "degraded" : "ok"));
+	json_object_object_add(k, "device_sectors", json_object_new_uint64(ri.dev_sectors));
 	json_object_object_add(k, "head", json_object_new_uint64(ri.prod_seq));
 	json_object_object_add(k, "tail", json_object_new_uint64(pri->released));
 	json_object_object_add(k, "acked", json_object_new_uint64(pri->acked));

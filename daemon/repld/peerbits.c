@@ -129,6 +129,49 @@ fail:
 	return r;
 }
 
+int peerbits_grow(struct peerbits *pb, uint64_t nr_regions)
+{
+	uint64_t bytes = ((nr_regions + 7) / 8 + PB_PAGE - 1) / PB_PAGE * PB_PAGE;
+
+	if (nr_regions <= pb->nr_regions)
+		return 0;
+	if (bytes > pb->bytes && pb->fd >= 0)
+		return -ENOSPC;
+	if (bytes > pb->bytes) {
+		/* memory only: each used slot's bitmap, larger */
+		for (unsigned int i = 0; i < pb->nr_slots; i++) {
+			struct pb_slot *s = &pb->slot[i];
+			uint8_t *map, *dirty;
+
+			if (!s->map)
+				continue;
+			if (posix_memalign((void **)&map, PB_PAGE, bytes))
+				return -ENOMEM;
+			dirty = calloc(bytes / PB_PAGE, 1);
+			if (!dirty) {
+				free(map);
+				return -ENOMEM;
+			}
+			memcpy(map, s->map, pb->bytes);
+			memset(map + pb->bytes, 0, bytes - pb->bytes);
+			memcpy(dirty, s->page_dirty, pb->pages);
+			free(s->map);
+			free(s->page_dirty);
+			s->map = map;
+			s->page_dirty = dirty;
+		}
+		pb->bytes = bytes;
+		pb->pages = bytes / PB_PAGE;
+	}
+	pb->nr_regions = nr_regions;
+	return 0;
+}
+
+uint64_t peerbits_regions(const struct peerbits *pb)
+{
+	return pb->nr_regions;
+}
+
 void peerbits_free(struct peerbits *pb)
 {
 	if (!pb)

@@ -36,6 +36,13 @@ struct peerbits;
 int peerbits_open(const char *meta_path, uint64_t nr_regions, struct peerbits **ret,
 		  char *err, size_t errlen);
 void peerbits_free(struct peerbits *pb);
+/*
+ * The device grew to nr_regions: the bitmaps cover it (with a metadata
+ * device they had the room already, its bitmap_bytes).  -ENOSPC when the
+ * metadata has no room for them, -ENOMEM.
+ */
+int peerbits_grow(struct peerbits *pb, uint64_t nr_regions);
+uint64_t peerbits_regions(const struct peerbits *pb);
 bool peerbits_persistent(const struct peerbits *pb);
 
 /*

@@ -19,6 +19,7 @@
 #include "dmdev.h"
 #include "log.h"
 #include "loop.h"
+#include "metadata.h"
 #include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
@@ -306,6 +307,38 @@ static bool primary_drained(struct role *r)
 
 /* ---- setup ------------------------------------------------------------------ */
 
+/*
+ * The size to create the repl device with: what the metadata describes, a
+ * backing device extended since (lvextend while it was down) grows only
+ * with "replctl resize", once the peers' devices have grown too.  Without
+ * metadata, the backing device's size, @sectors as given.
+ */
+static int primary_device_size(struct primary *pri, uint64_t *sectors)
+{
+	const struct config *c = pri->env->cfg;
+	struct md_info mi;
+	char err[512];
+	int r;
+
+	if (!strcmp(c->meta_device, "-"))
+		return 0;
+	r = md_read(c->meta_device, false, &mi, err, sizeof(err));
+	if (r < 0)
+		return log_error_errno(r, "%s: %s", c->resource, err);
+	if (mi.dev_sectors > *sectors) {
+		log_error("%s: %s has %" PRIu64 " sectors, the metadata describes %" PRIu64
+			  ": a repl device does not shrink", c->resource, c->device, *sectors,
+			  mi.dev_sectors);
+		return -EINVAL;
+	}
+	if (mi.dev_sectors < *sectors)
+		log_notice("%s: %s has grown to %" PRIu64 " sectors; the repl device keeps %" PRIu64
+			   " until 'replctl resize %s'", c->resource, c->device, *sectors,
+			   mi.dev_sectors, c->resource);
+	*sectors = mi.dev_sectors;
+	return 0;
+}
+
 /* Find the repl device, or create it over the configured device. */
 static int primary_open_device(struct primary *pri, dev_t *ret)
 {
@@ -328,6 +361,9 @@ static int primary_open_device(struct primary *pri, dev_t *ret)
 		close(fd);
 		if (r < 0)
 			return log_error_errno(r, "%s: size of %s", c->resource, c->device);
+		r = primary_device_size(pri, &sectors);
+		if (r < 0)
+			return r;
 		for (i = 0; i < c->nr_peers; i++)
 			sync |= c->peers[i].mode != MODE_ASYNC;
 		snprintf(uuid, sizeof(uuid), "REPL-%s", c->dm_name);

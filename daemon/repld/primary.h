@@ -115,6 +115,7 @@ void stream_update_kernel_mode(struct primary *pri);
 /* Publish release and ack to the kernel when they moved. */
 void stream_update_ring(struct primary *pri);
 /* Mark the regions of records [from, to) in the peer's out-of-sync bitmap. */
+void stream_check_size(struct primary *pri);
 void stream_mark_records(struct replica *rp, uint64_t from, uint64_t to);
 /* Make the peers' bitmaps durable; false (logged, in status): they are not. */
 bool stream_sync_bits(struct primary *pri);

@@ -684,7 +684,28 @@ static const char *sec_primary_refusal(const struct config *cfg, const char *nod
 }
 
 /* Why a Hello on c is refused (and the Error code), NULL if it is accepted. */
-static const char *sec_hello_refusal(const struct secondary *s, const struct conn *c,
+/*
+ * Does the device here reach sector @end?  A replica extended while repld
+ * runs (the primary grew, dm-repl(7) RESIZE) is measured again before the
+ * answer is no.
+ */
+static bool sec_device_holds(struct secondary *s, uint64_t end)
+{
+	uint64_t n;
+
+	if (end <= s->dev_sectors)
+		return true;
+	if (dmdev_size_sectors(s->dev_fd, &n) < 0 || n <= s->dev_sectors)
+		return false;
+	log_notice("%s: the device grew from %" PRIu64 " to %" PRIu64 " sectors", s->resource,
+		   s->dev_sectors, n);
+	s->dev_sectors = n;
+	if (s->apply)
+		apply_grow(s->apply, n);
+	return end <= n;
+}
+
+static const char *sec_hello_refusal(struct secondary *s, const struct conn *c,
 				     const Dmrepl__V1__Hello *h, Dmrepl__V1__Error__Code *code)
 {
 	const char *why;
@@ -701,9 +722,9 @@ static const char *sec_hello_refusal(const struct secondary *s, const struct con
 		return why;
 	if (!tls_io_names(&c->io, h->node))
 		return "its TLS certificate does not name the node its Hello claims";
-	if (h->device_sectors > s->dev_sectors) {
+	if (!sec_device_holds(s, h->device_sectors)) {
 		*code = DMREPL__V1__ERROR__CODE__CODE_SIZE;
-		return "the device here is smaller than the primary's";
+		return "the device here is smaller than the primary's (extend it to the primary's size)";
 	}
 	return NULL;
 }
@@ -814,10 +835,12 @@ static void conn_data(struct secondary *s, struct conn *c, const struct wire_msg
 	struct apply_buf *buf = msg->payload ? c->pending : NULL;
 
 	c->pending = NULL;
-	if (wire_check_extent(d, s->dev_sectors) < 0) {
+	if (wire_check_extent(d, s->dev_sectors) < 0 &&
+	    (d->sector > UINT64_MAX - d->nr_sectors ||
+	     !sec_device_holds(s, d->sector + d->nr_sectors))) {
 		apply_buf_put(s->apply, buf);
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
-				"record beyond the end of the device");
+				"record beyond the end of the device (the primary grew: extend this one)");
 		return;
 	}
 	if (resync) {
@@ -1166,8 +1189,10 @@ static void conn_read(struct secondary *s)
 			if (msg.frame->msg_case == DMREPL__V1__FRAME__MSG_HASH_REQUEST) {
 				const Dmrepl__V1__HashRequest *h = msg.frame->hash_request;
 
-				if (h->sector > s->dev_sectors ||
-				    h->nr_sectors > s->dev_sectors - h->sector) {
+				if ((h->sector > s->dev_sectors ||
+				     h->nr_sectors > s->dev_sectors - h->sector) &&
+				    (h->sector > UINT64_MAX - h->nr_sectors ||
+				     !sec_device_holds(s, h->sector + h->nr_sectors))) {
 					conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 							"HashRequest beyond the end of the device");
 					break;

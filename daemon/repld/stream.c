@@ -89,12 +89,42 @@ unsigned int stream_ring_fill_pct(struct primary *pri)
 	return (unsigned int)(bytes * 100 / ri.data_size > s ? bytes * 100 / ri.data_size : s);
 }
 
+/*
+ * The device grew (dm-repl(7) RESIZE): before any record past the old end
+ * is read, and before the target's bits for the grown part are moved, the
+ * peers' bitmaps cover the new size.  The grown regions come marked in
+ * the target's bitmap, and reach every peer's bitmap through
+ * stream_take_target_bits(): a bitmap resync sends them.
+ */
+void stream_check_size(struct primary *pri)
+{
+	uint64_t old = peerbits_regions(pri->pb), nr;
+	struct ring_info ri;
+	int r;
+
+	if (ring_refresh_size(pri->ring) <= 0)
+		return;
+	ring_get_info(pri->ring, &ri);
+	nr = ((ri.dev_sectors << 9) + (1ULL << ri.region_shift) - 1) >> ri.region_shift;
+	r = peerbits_grow(pri->pb, nr);
+	if (r < 0) {
+		log_error_errno(r, "%s: the device grew to %" PRIu64 " sectors, but the peers' bitmaps cannot follow",
+				pri->resource, ri.dev_sectors);
+		loop_exit(pri->env->loop, r);
+		return;
+	}
+	log_notice("%s: the device grew to %" PRIu64 " sectors (%" PRIu64 " regions, from %" PRIu64
+		   "): the new part goes to the peers by resync",
+		   pri->resource, ri.dev_sectors, nr, old);
+}
+
 void stream_mark_records(struct replica *rp, uint64_t from, uint64_t to)
 {
 	struct primary *pri = rp->pri;
 	struct ring_info ri;
 	unsigned int shift;
 
+	stream_check_size(pri);
 	ring_get_info(pri->ring, &ri);
 	shift = ri.region_shift - 9;
 	for (uint64_t s = from; s < to; s++) {
@@ -219,6 +249,7 @@ static void stream_take_target_bits(struct primary *pri)
 	uint64_t r, start;
 	size_t bytes;
 
+	stream_check_size(pri);
 	ring_get_info(pri->ring, &ri);
 	if (!ri.dirty_regions || (ri.state & DM_REPL_STATE_OVERFLOW) || !ring_can_resync(pri->ring))
 		return;
@@ -226,7 +257,9 @@ static void stream_take_target_bits(struct primary *pri)
 		return;
 	bytes = (size_t)((d.nr_regions + 7) / 8);
 	b = malloc(bytes ? bytes : 1);
-	if (!b || ring_get_dirty(pri->ring, b, bytes, &d) < 0) {
+	/* grown since the size was read: the next time, every bit has its place */
+	if (!b || ring_get_dirty(pri->ring, b, bytes, &d) < 0 ||
+	    d.nr_regions != peerbits_regions(pri->pb)) {
 		free(b);
 		return;
 	}
@@ -651,6 +684,8 @@ void stream_pump(struct primary *pri)
 	uint64_t prod = ring_prod(pri->ring);
 	unsigned int i;
 
+	/* after the records' counter: a record past the old end sees the new size */
+	stream_check_size(pri);
 	for (i = 0; i < pri->nr_replicas; i++) {
 		struct replica *rp = pri->replicas[i];
 		struct peer *p = &rp->conn;

@@ -660,6 +660,13 @@ void apply_freep(struct apply **ap)
 	*ap = NULL;
 }
 
+void apply_grow(struct apply *a, uint64_t dev_sectors)
+{
+	/* checked by apply_submit(), in the caller's thread */
+	if (dev_sectors > a->dev_sectors && dev_sectors <= (UINT64_MAX >> 10))
+		a->dev_sectors = dev_sectors;
+}
+
 int apply_set_seq(struct apply *a, uint64_t seq)
 {
 	if (apply_busy(a))

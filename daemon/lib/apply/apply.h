@@ -151,6 +151,12 @@ void apply_free(struct apply *a);
 void apply_freep(struct apply **ap);
 
 /*
+ * The device grew to dev_sectors (a replica extended under a resized repl
+ * device): records up to it are taken.  Smaller is ignored.
+ */
+void apply_grow(struct apply *a, uint64_t dev_sectors);
+
+/*
  * Set the sequence number the next record must carry (the resume point:
  * received = written = durable = seq).  -EBUSY unless idle.
  */

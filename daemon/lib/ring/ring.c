@@ -482,6 +482,16 @@ uint64_t ring_local_seq(const struct ring *r)
 	return ring_load_acquire(&r->hdr->local_seq);
 }
 
+int ring_refresh_size(struct ring *r)
+{
+	uint64_t s = ring_load_acquire(&r->hdr->dev_sectors);
+
+	if (s <= r->dev_sectors || s > UINT64_MAX >> 10)
+		return 0;
+	r->dev_sectors = s;
+	return 1;
+}
+
 void ring_get_info(const struct ring *r, struct ring_info *ret)
 {
 	const struct dm_repl_ring_hdr *h = r->hdr;

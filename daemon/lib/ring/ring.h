@@ -206,6 +206,15 @@ struct ring_info {
 
 void ring_get_info(const struct ring *r, struct ring_info *ret);
 
+/*
+ * The device grew (a longer table resumed, dm-repl(7) RESIZE): take the
+ * header's dev_sectors when it is larger than the size this ring has.
+ * The kernel sets it before the first record of the grown device, so a
+ * consumer that calls this before it reads records past the old end sees
+ * the new size.  1: grown (ring_get_info() has the new size), 0: not.
+ */
+int ring_refresh_size(struct ring *r);
+
 /* ---- memory rings (ring-mem.c) -------------------------------------------- */
 
 /*
