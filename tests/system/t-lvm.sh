@@ -22,6 +22,10 @@
 #  - an LVM snapshot of the replica taken while the filesystem is frozen
 #    and replication runs on: it equals the primary's device at the freeze,
 #    and stays so while writes go on.
+#  - online grow of r1 (an LV on each side, ext4 on it) under load: resize
+#    before lvextend does nothing; lvextend on both, replctl resize and
+#    resize2fs grow it; the grown 64 MiB reach beta by a bitmap resync on
+#    the same connection, no hold timeout, the replica equal.
 #  - failover: vgr deactivated, alpha stopped and its device removed (its
 #    name is the one beta's promotion takes), "replctl primary" on
 #    beta: its r0 appears over the replica LV, vgr activates on it, fsck is
@@ -57,7 +61,7 @@ boot1() {
 
 	pvcreate -q /dev/disk/by-id/virtio-data3 /dev/disk/by-id/virtio-data2 || fail "pvcreate"
 	vgcreate -q vg0 /dev/disk/by-id/virtio-data3 && vgcreate -q vg1 /dev/disk/by-id/virtio-data2 || fail "vgcreate"
-	lvcreate -q -y -L 8M -n r0-meta vg0 && lvcreate -q -y -L 200M -n r0-replica vg1 || fail "lvcreate"
+	lvcreate -q -y -L 8M -n r0-meta vg0 && lvcreate -q -y -L 96M -n r0-replica vg1 || fail "lvcreate"
 	log "under dm-repl: backing $A, metadata vg0/r0-meta, replica vg1/r0-replica"
 
 	(umask 077 && openssl rand -hex 32 > /etc/dm-repl/r0.psk)
@@ -69,6 +73,7 @@ boot1() {
 		meta-device = "/dev/vg0/r0-meta";
 		peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "sync"; } );
 		tls-psk-file = "/etc/dm-repl/r0.psk";
+		initial-sync = "skip";
 	EOC
 	cat > /etc/dm-repl/r0-beta.conf <<-EOC
 		resource = "r0";
@@ -83,7 +88,8 @@ boot1() {
 	EOC
 	replctl create-md r0 > "$STATE/create-md.log" 2>&1 || { cat "$STATE/create-md.log"; fail "replctl create-md r0"; }
 	systemctl enable --now repld@r0-beta.service repld@r0.service || fail "systemctl enable --now"
-	wait_for 300 beta_in_sync || { st; fail "beta did not get its initial sync"; }
+	# both start zeroed (fresh sparse disks): no initial sync, system/install has one
+	wait_for 60 beta_in_sync || { st; fail "beta is not in sync"; }
 
 	R0=$(readlink -f /dev/mapper/r0)
 	# without a filter: the PV written on r0 is also on the disk below it
@@ -99,7 +105,7 @@ boot1() {
 	sed -i "/^devices {/a\\$line" /etc/lvm/lvm.conf
 	grep -q "r|^$A\\$|" /etc/lvm/lvm.conf || fail "the filter is not in lvm.conf"
 	vgcreate -q vgr /dev/mapper/r0 || fail "vgcreate vgr on /dev/mapper/r0 with the filter"
-	lvcreate -q -y -L 120M -n data vgr || fail "lvcreate vgr/data"
+	lvcreate -q -y -L 64M -n data vgr || fail "lvcreate vgr/data"
 	mkfs.ext4 -q /dev/vgr/data || fail "mkfs.ext4 on vgr/data"
 	out=$(pv_devs)
 	[ "$out" = "$R0 vgr" ] || fail "with the filter, pvs says: $out"
@@ -115,7 +121,7 @@ boot1() {
 	systemctl daemon-reload
 	mount /srv/data || fail "mount /srv/data"
 	cp -a /usr/share/doc /srv/data/
-	head -c 8M /dev/urandom > /srv/data/random
+	head -c 4M /dev/urandom > /srv/data/random
 	sync
 	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"
 	log "$(wc -l < "$STATE/files.sum") files on vgr/data"
@@ -123,6 +129,58 @@ boot1() {
 	mkdir -p /var/log/journal
 	systemctl restart systemd-journald
 	next_boot 2
+}
+
+# r1: an LV on each side (vg0/r1-data, vg1/r1-replica), ext4 on it, grown
+# online under load: lvextend on both nodes, replctl resize, resize2fs
+grow_r1() {
+	st1() { replctl --json status r1; }
+	p1() { st1 | jq -r ".peers[0].$1"; }
+	r1_in_sync() {
+		[ "$(p1 disk)" = UpToDate ] && [ "$(p1 resync)" = null ] &&
+			[ "$(p1 out_of_sync_regions)" = 0 ] && [ "$(p1 received)" = "$(st1 | jq -r .target.head)" ]
+	}
+	lvcreate -q -y -L 64M -n r1-data vg0 && lvcreate -q -y -L 8M -n r1-meta vg0 &&
+		lvcreate -q -y -L 64M -n r1-replica vg1 || fail "lvcreate for r1"
+	sed -e 's/"r0"/"r1"/; s|/dev/vg0/r0-meta|/dev/vg0/r1-meta|; s|^device = ".*"|device = "/dev/vg0/r1-data"|; s/7789/7791/' \
+		/etc/dm-repl/r0.conf > /etc/dm-repl/r1.conf
+	sed -e 's/"r0"/"r1"/; s|/dev/vg1/r0-replica|/dev/vg1/r1-replica|; s/7789/7791/; s/7790/7792/; s|r0-beta.sock|r1-beta.sock|; s|dm-repl/beta|dm-repl/beta1|' \
+		/etc/dm-repl/r0-beta.conf > /etc/dm-repl/r1-beta.conf
+	replctl create-md r1 > "$STATE/create-md1.log" 2>&1 || { cat "$STATE/create-md1.log"; fail "create-md r1"; }
+	systemctl start repld@r1-beta repld@r1 || fail "start r1"
+	wait_for 60 r1_in_sync || { st1; fail "r1 not in sync at start"; }
+	mkfs.ext4 -q -E lazy_itable_init=0 /dev/mapper/r1 && mkdir -p /srv/r1 && mount /dev/mapper/r1 /srv/r1 ||
+		fail "ext4 on r1"
+	( i=0; while [ ! -e "$STATE/stop-load" ]; do
+		dd if=/dev/urandom of=/srv/r1/load-$((i % 40)) bs=64k count=4 conv=fsync status=none || exit 1
+		i=$((i + 1))
+	done ) &
+	load=$!
+	sleep 3
+	c0=$(p1 connects) rs0=$(p1 resyncs_done) fs0=$(df -k --output=size /srv/r1 | tail -n 1)
+	out=$(replctl resize r1 2>&1) || fail "replctl resize r1 before lvextend: $out"
+	echo "$out" | grep -q "already" || fail "resize without a larger LV did something: $out"
+	lvextend -q -L 128M vg1/r1-replica && lvextend -q -L 128M vg0/r1-data || fail "lvextend"
+	out=$(replctl resize r1 2>&1) || { journalctl -u repld@r1 --no-pager | tail; fail "replctl resize r1: $out"; }
+	log "$(echo "$out" | tr '\n' ' ')"
+	resize2fs /dev/mapper/r1 > "$STATE/resize2fs.log" 2>&1 || { cat "$STATE/resize2fs.log"; fail "resize2fs online"; }
+	fs1=$(df -k --output=size /srv/r1 | tail -n 1)
+	[ "$fs1" -gt $((fs0 * 3 / 2)) ] || fail "the filesystem did not grow: $fs0 -> $fs1 KiB"
+	wait_for 120 "[ \"\$(p1 resyncs_done)\" -gt $rs0 ] && r1_in_sync" || { st1; fail "r1 not in sync after the grow"; }
+	b=$(p1 last_resync_bytes)
+	[ "$b" -gt 0 ] && [ "$b" -le $((64 << 20)) ] || fail "the resync after the grow sent $b bytes, not the grown 64 MiB"
+	[ "$(p1 connects)" = "$c0" ] || fail "r1's peer reconnected during the grow"
+	[ "$(st1 | jq -r .target.hold_timeouts)" = 0 ] || fail "a sync write of r1 hit the hold timeout"
+	kill -0 $load || fail "the load on r1 failed during the grow"
+	touch "$STATE/stop-load"
+	wait $load || fail "the load on r1 failed"
+	umount /srv/r1
+	wait_for 60 r1_in_sync || fail "r1 not in sync after the load"
+	[ "$(sum /dev/vg0/r1-data)" = "$(sum /dev/vg1/r1-replica)" ] || fail "r1's replica differs after the grow"
+	replctl dump-md r1 | grep -q "sectors:$((128 << 11)) " || fail "r1's metadata does not say 128 MiB"
+	log "r1 grown online under load: 64 -> 128 MiB (LVs on both nodes), ext4 $fs0 -> $fs1 KiB, the grown part by a $b-byte resync, replica equal"
+	systemctl stop repld@r1 repld@r1-beta
+	dmsetup remove r1
 }
 
 boot2() {
@@ -157,9 +215,9 @@ boot2() {
 	fsfreeze -f /srv/data || fail "fsfreeze"
 	wait_for 30 beta_in_sync || { fsfreeze -u /srv/data; fail "beta not in sync at the freeze"; }
 	frozen=$(sum $A)
-	lvcreate -q -y -s -L 64M -n r0-snap vg1/r0-replica || { fsfreeze -u /srv/data; fail "lvcreate -s"; }
+	lvcreate -q -y -s -L 32M -n r0-snap vg1/r0-replica || { fsfreeze -u /srv/data; fail "lvcreate -s"; }
 	fsfreeze -u /srv/data
-	for i in $(seq 20); do
+	for i in $(seq 8); do
 		dd if=/dev/urandom of=/srv/data/after-$i bs=64k count=16 conv=fsync status=none ||
 			fail "a write after the snapshot failed"
 	done
@@ -175,6 +233,8 @@ boot2() {
 	log "snapshot of the replica: equal to alpha at the freeze, after $(lvs --noheadings -o snap_percent vg1/r0-snap | tr -d ' ')% of its COW used by later writes"
 	lvremove -q -y vg1/r0-snap || fail "lvremove"
 	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"
+
+	grow_r1
 
 	# failover: alpha goes, beta is promoted, vgr comes up on beta's r0
 	umount /srv/data || fail "umount /srv/data"
