@@ -29,6 +29,9 @@ struct ctl_client {
 	uint64_t deadline_ms;
 	bool replying;
 	bool readonly;			/* a member of the control group, not root */
+	bool subscriber;		/* events: stays, gets the state's changes */
+	bool statistics;		/* a subscriber that wants the counters too */
+	char *last;			/* the last state line it was sent */
 	size_t len;			/* request bytes in buf */
 	char *out;			/* the reply, while replying */
 	size_t out_len, out_off;
@@ -44,10 +47,14 @@ struct ctl {
 	unsigned int nr_clients;
 	bool has_group;
 	gid_t group;			/* its members may run the read-only commands */
+	ctl_events_fn events;
+	void *events_ctx;
+	unsigned int nr_subscribers;
+	uint64_t events_ms;		/* the last update */
 };
 
 /* What members of the control group may run. */
-static const char *const ctl_readonly_cmds[] = { "status" };
+static const char *const ctl_readonly_cmds[] = { "status", "events" };
 
 static int mkdir_parent(const char *path)
 {
@@ -132,7 +139,7 @@ static struct json_object *ctl_handle(const struct ctl_dispatch *d, struct json_
 		return ctl_error(k->refuse);
 	if (readonly && !ctl_cmd_readonly(name)) {
 		snprintf(err, sizeof(err),
-			 "permission denied: \"%s\" is for root; the control group may run status only",
+			 "permission denied: \"%s\" is for root; the control group may run status and events",
 			 name);
 		return ctl_error(err);
 	}
@@ -167,10 +174,142 @@ static void client_free(struct ctl_client *k)
 		}
 	}
 	c->nr_clients--;
+	c->nr_subscribers -= k->subscriber;
 	loop_del(c->loop, &k->ev);
 	close(k->ev.fd);
 	free(k->out);
+	free(k->last);
 	free(k);
+}
+
+/*
+ * A subscriber's pending lines: send what the socket takes, then wait for
+ * EPOLLOUT or for the client's end.  -1 when it has gone (freed).
+ */
+static int subscriber_flush(struct ctl_client *k)
+{
+	while (k->out_off < k->out_len) {
+		ssize_t n = send(k->ev.fd, k->out + k->out_off, k->out_len - k->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			client_free(k);
+			return -1;
+		}
+		k->out_off += (size_t)n;
+	}
+	if (loop_mod(k->ctl->loop, &k->ev,
+		     EPOLLIN | (k->out_off < k->out_len ? EPOLLOUT : 0)) < 0) {
+		client_free(k);
+		return -1;
+	}
+	return 0;
+}
+
+/* Queue line (and a newline) for a subscriber; one too far behind goes. */
+static int subscriber_send(struct ctl_client *k, const char *line)
+{
+	size_t n = strlen(line), left = k->out_len - k->out_off;
+	char *out;
+
+	if (left + n + 1 > CTL_MAX_PENDING) {
+		log_notice("control socket: an events client left %zu bytes unread: dropped", left);
+		client_free(k);
+		return -1;
+	}
+	out = malloc(left + n + 1);
+	if (!out) {
+		client_free(k);
+		return -1;
+	}
+	memcpy(out, k->out + k->out_off, left);
+	memcpy(out + left, line, n);
+	out[left + n] = '\n';
+	free(k->out);
+	k->out = out;
+	k->out_off = 0;
+	k->out_len = left + n + 1;
+	return subscriber_flush(k);
+}
+
+/* One subscriber's update: the state line if it changed. */
+static int subscriber_update(struct ctl_client *k, char **lines)
+{
+	char *line = lines[k->statistics];
+
+	if (!line)
+		line = lines[k->statistics] = k->ctl->events(k->ctl->events_ctx, k->statistics);
+	if (!line || (k->last && !strcmp(k->last, line)))
+		return 0;
+	free(k->last);
+	k->last = strdup(line);
+	return subscriber_send(k, line);
+}
+
+void ctl_events_update(struct ctl *c, bool force)
+{
+	struct ctl_client *k, *next;
+	char *lines[2] = { NULL, NULL };
+	uint64_t now;
+
+	if (!c || !c->nr_subscribers || !c->events)
+		return;
+	now = loop_now_ms();
+	if (!force && now - c->events_ms < 10)
+		return;
+	c->events_ms = now;
+	for (k = c->clients; k; k = next) {
+		next = k->next;
+		if (k->subscriber)
+			subscriber_update(k, lines);
+	}
+	free(lines[0]);
+	free(lines[1]);
+}
+
+void ctl_set_events(struct ctl *c, ctl_events_fn fn, void *ctx)
+{
+	c->events = fn;
+	c->events_ctx = ctx;
+}
+
+/*
+ * The request is a subscribing command: the client stays, with no
+ * deadline, and gets the state now.  False when it is not one (or not
+ * allowed, or too many): then it is answered as any request.
+ */
+static bool client_subscribe(struct ctl_client *k)
+{
+	struct ctl *c = k->ctl;
+	struct json_object *req = json_tokener_parse(k->buf);
+	const struct ctl_command *cmd = NULL;
+	const char *name;
+	char *lines[2] = { NULL, NULL };
+	void *ctx;
+
+	if (req && json_object_is_type(req, json_type_object) &&
+	    (name = ctl_arg_str(req, "cmd")))
+		cmd = ctl_find(&c->d, name, &ctx);
+	if (!cmd || !cmd->subscribe || cmd->refuse || !c->events ||
+	    c->nr_subscribers >= CTL_MAX_SUBSCRIBERS) {
+		json_object_put(req);
+		return false;
+	}
+	k->statistics = ctl_arg_bool(req, "statistics");
+	json_object_put(req);
+	k->subscriber = true;
+	k->replying = true;		/* never evicted as a slow sender */
+	k->deadline_ms = UINT64_MAX;
+	c->nr_subscribers++;
+	if (subscriber_update(k, lines) == 0 && !k->last)
+		client_free(k);		/* no state to give */
+	free(lines[0]);
+	free(lines[1]);
+	return true;
 }
 
 /* Write what the socket takes; the client goes once the reply is out. */
@@ -199,6 +338,8 @@ static void client_reply(struct ctl_client *k)
 	size_t n;
 
 	k->buf[k->len] = '\0';
+	if (client_subscribe(k))
+		return;
 	reply = ctl_answer(&k->ctl->d, k->buf, k->readonly);
 	s = json_object_to_json_string_ext(reply, JSON_C_TO_STRING_PLAIN);
 	n = strlen(s);
@@ -227,6 +368,23 @@ static void client_event(struct ev *ev, uint32_t events)
 	struct ctl_client *k = container_of(ev, struct ctl_client, ev);
 	ssize_t n;
 
+	if (k->subscriber) {
+		char drop[256];
+
+		/* it has nothing more to say: anything but EAGAIN is its end */
+		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+			do {
+				n = recv(ev->fd, drop, sizeof(drop), MSG_DONTWAIT);
+			} while (n > 0 || (n < 0 && errno == EINTR));
+			if (n == 0 || (n < 0 && errno != EAGAIN)) {
+				client_free(k);
+				return;
+			}
+		}
+		if (events & EPOLLOUT)
+			subscriber_flush(k);
+		return;
+	}
 	if (k->replying) {
 		client_write(k);
 		return;

@@ -14,6 +14,11 @@
  * connect to send its whole request and CTL_REPLY_MS to take the reply,
  * else it is dropped.  At most CTL_MAX_CLIENTS at a time: beyond, the one
  * that has been sending its request the longest is dropped.
+ *
+ * A subscribing command ({"cmd":"events","statistics":false}) keeps its
+ * client: it gets a line of the events state now and whenever it changes,
+ * with no deadline; one that leaves more than CTL_MAX_PENDING bytes unread
+ * is dropped.  At most CTL_MAX_SUBSCRIBERS.
  */
 #ifndef REPL_CTL_H
 #define REPL_CTL_H
@@ -32,6 +37,9 @@ struct ctl;
 #define CTL_MAX_CLIENTS	32
 #define CTL_REQUEST_MS	1000
 #define CTL_REPLY_MS	5000
+/* events subscribers: at most, and what one may leave unread */
+#define CTL_MAX_SUBSCRIBERS	8
+#define CTL_MAX_PENDING		(256 << 10)
 
 struct ctl_command {
 	const char *name;
@@ -42,7 +50,18 @@ struct ctl_command {
 	int (*fn)(void *ctx, struct json_object *req, char *err, size_t len);
 	/* not for this node: the reply is this error */
 	const char *refuse;
+	/*
+	 * The client stays: no reply, but a line whenever the events state
+	 * changes (ctl_set_events()), until it closes or reads too slowly.
+	 */
+	bool subscribe;
 };
+
+/*
+ * The events state as one line of JSON (events.h), malloc()ed, or NULL;
+ * statistics: with the progress counters.
+ */
+typedef char *(*ctl_events_fn)(void *ctx, bool statistics);
 
 /* The status every successful command replies with. */
 typedef struct json_object *(*ctl_status_fn)(void *ctx);
@@ -84,6 +103,15 @@ void ctl_set_commands(struct ctl *c, unsigned int slot, const struct ctl_command
 
 /* Drop the clients past their deadline. */
 void ctl_tick(struct ctl *c, uint64_t now_ms);
+
+/* Where the subscribers' lines come from. */
+void ctl_set_events(struct ctl *c, ctl_events_fn fn, void *ctx);
+/*
+ * Send each subscriber the events state if it changed since its last
+ * line.  Unless force, at most every 10 ms (the loop calls it before it
+ * sleeps, the tick with force).  Nothing to do without subscribers.
+ */
+void ctl_events_update(struct ctl *c, bool force);
 
 /* A request's string argument, or NULL; a boolean one, false if absent. */
 const char *ctl_arg_str(struct json_object *req, const char *key);

@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "ctl.h"
+#include "events.h"
 #include "log.h"
 #include "loop.h"
 #include "manager.h"
@@ -101,6 +102,17 @@ static struct json_object *manager_status(void *ctx)
 	return o;
 }
 
+/* A line of the events stream (replctl events): events.h. */
+static char *manager_events(void *ctx, bool statistics)
+{
+	struct json_object *st = manager_status(ctx), *ev = events_state(st, statistics);
+	char *line = strdup(json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN));
+
+	json_object_put(ev);
+	json_object_put(st);
+	return line;
+}
+
 static void manager_drain(struct manager *m)
 {
 	m->env.draining = true;
@@ -138,6 +150,7 @@ static int manager_cmd_role(void *ctx, struct json_object *req, char *err, size_
 
 static const struct ctl_command manager_commands[] = {
 	{ .name = "status" },
+	{ .name = "events", .subscribe = true },
 	{ .name = "primary", .fn = manager_cmd_role },
 	{ .name = "secondary", .fn = manager_cmd_role },
 	{ .name = NULL },
@@ -228,6 +241,7 @@ static void manager_tick(struct ev *ev, uint32_t events)
 	loop_read_timer(ev);
 	m->ops->tick(m->role, now);
 	ctl_tick(m->ctl, now);
+	ctl_events_update(m->ctl, true);
 	if (m->watchdog_usec && now - m->last_watchdog_ms >= m->watchdog_usec / 2000) {
 		sd_notify(0, "WATCHDOG=1");
 		m->last_watchdog_ms = now;
@@ -254,8 +268,11 @@ static void manager_tick(struct ev *ev, uint32_t events)
 static bool manager_prepare(void *ctx)
 {
 	struct manager *m = ctx;
+	bool again = m->ops->before_sleep && m->ops->before_sleep(m->role);
 
-	return m->ops->before_sleep && m->ops->before_sleep(m->role);
+	/* what changed in this turn of the loop, to the events clients */
+	ctl_events_update(m->ctl, false);
+	return again;
 }
 
 int manager_start(struct manager *m)
@@ -307,6 +324,7 @@ int manager_start(struct manager *m)
 					       c->control_socket);
 	}
 	ctl_set_commands(m->ctl, 0, manager_commands, m);
+	ctl_set_events(m->ctl, manager_events, m);
 	ctl_set_commands(m->ctl, 1, m->ops->commands, m->role);
 	loop_set_prepare(m->env.loop, manager_prepare, m);
 	if (sd_watchdog_enabled(0, &m->watchdog_usec) <= 0)

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Who may use the control socket.  Without control-group it is 0600 and
 # root's; with control-group = "nogroup" it is 0660 of that group, and a
-# member (uid 65534 with gid nogroup, through setpriv) may run status but
-# nothing else, with a clear reason.  A user outside the group cannot
+# member (uid 65534 with gid nogroup, through setpriv) may run status and
+# events but nothing else, with a clear reason.  A user outside the group cannot
 # connect, and even when the socket's mode is opened to everybody by hand
 # repld itself refuses him (SO_PEERCRED): the connection is closed without
 # an answer.  A group that does not exist is a configuration error.
@@ -52,6 +52,9 @@ read -r mode group < <(stat -c '%a %G' "$D/beta.sock")
 as_user "$ngid" "$REPLCTL" -s "$D/beta.sock" --json status > st.json 2> err.txt ||
 	fail "a member of the control group cannot run status: $(cat err.txt)"
 jq -e '.ok and .role == "secondary"' st.json > /dev/null || fail "status of a member: $(cat st.json)"
+as_user "$ngid" timeout 5 "$REPLCTL" -s "$D/beta.sock" events r0 --now > ev.txt 2> err.txt ||
+	fail "a member of the control group cannot run events: $(cat err.txt)"
+grep -q '^exists resource name:r0 role:Secondary' ev.txt || fail "events of a member: $(cat ev.txt)"
 if as_user "$ngid" "$REPLCTL" -s "$D/beta.sock" discard-my-data r0 > out.txt 2>&1; then
 	fail "a member of the control group ran discard-my-data"
 fi
