@@ -10,11 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "config.h"
 #include "dmdev.h"
 #include "rsnap.h"
 #include "log.h"
+#include "macro.h"
 #include "manager.h"
 
 #ifndef REPL_VERSION
@@ -32,6 +37,32 @@ static void usage(FILE *f)
 	      "  -t, --test-config   check the configuration and exit\n"
 	      "  -V, --version\n"
 	      "  -h, --help\n", f);
+}
+
+/*
+ * At boot the devices of the resource may come a little after repld (an LV
+ * activated by LVM's udev events): wait for them, up to DEVICE_WAIT_MS,
+ * rather than fail the unit's first start.  What is still missing after
+ * that is reported where it is opened.
+ */
+#define DEVICE_WAIT_MS	60000
+
+static void wait_devices(const struct config *c)
+{
+	const char *devs[] = { c->device, strcmp(c->meta_device, "-") ? c->meta_device : NULL };
+	struct timespec pause = { 0, 100 * 1000 * 1000 };
+	struct stat st;
+
+	for (size_t i = 0; i < ARRAY_SIZE(devs); i++) {
+		if (!devs[i] || stat(devs[i], &st) == 0 || errno != ENOENT)
+			continue;
+		log_notice("%s: waiting for %s (up to %d s)", c->resource, devs[i],
+			   DEVICE_WAIT_MS / 1000);
+		sd_notifyf(0, "STATUS=%s: waiting for %s", c->resource, devs[i]);
+		for (int t = 0; t < DEVICE_WAIT_MS / 100 && stat(devs[i], &st) < 0 &&
+		     errno == ENOENT; t++)
+			nanosleep(&pause, NULL);
+	}
 }
 
 static int run(int argc, char **argv)
@@ -100,6 +131,7 @@ static int run(int argc, char **argv)
 	}
 	bool demoted = false;
 
+	wait_devices(cfg);
 	for (;;) {
 		char cpath[4096], dm_name[80];
 		bool demote;
