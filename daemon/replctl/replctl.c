@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <microhttpd.h>
 
 #include "bitmap.h"
 #include "config.h"
@@ -46,6 +47,8 @@ static void usage(FILE *f)
 	      "  status [<resource>...]                 role, peers, lag (all resources by default)\n"
 	      "  events [<resource>...] [--now] [--statistics]\n"
 	      "                                         state changes as they happen (events2)\n"
+	      "  metrics [<resource>...] [--listen ADDRESS:PORT]\n"
+	      "                                         Prometheus metrics, or an exporter\n"
 	      "  set-mode <resource> <peer> <mode>      async, semi-sync or sync, live\n"
 	      "  connect <resource> <peer>              (re)connect a peer\n"
 	      "  disconnect <resource> <peer>           stop replicating to a peer\n"
@@ -815,6 +818,298 @@ static int cmd_events(int argc, char **argv, bool json, const char *sock)
 }
 
 /*
+ * replctl metrics: the status of every resource (or those named) in the
+ * Prometheus text format, once, or served over HTTP (--listen, by
+ * libmicrohttpd) for a scraper: one exporter for all resources of a node.
+ * Each scrape asks each repld for its status: the values are what
+ * "replctl status --json" says at that moment.
+ */
+struct mfam {
+	const char *name, *type, *help;
+};
+
+/* The metric families, in the order they are printed. */
+static const struct mfam mfams[] = {
+	{ "dmrepl_up", "gauge", "1 when the resource's repld answered" },
+	{ "dmrepl_role_primary", "gauge", "1 on the primary, 0 on a secondary" },
+	{ "dmrepl_device_size_bytes", "gauge", "Size of the replicated device" },
+	{ "dmrepl_ring_size_bytes", "gauge", "Size of the ring's data area (primary)" },
+	{ "dmrepl_ring_used_bytes", "gauge", "Bytes of the ring not yet released (primary)" },
+	{ "dmrepl_target_sync", "gauge", "1 while the target holds writes for sync peers" },
+	{ "dmrepl_target_degraded", "gauge", "1 while the target acts async after a hold timeout" },
+	{ "dmrepl_target_overflow", "gauge", "1 while the ring overflowed into the bitmap" },
+	{ "dmrepl_dirty_regions", "gauge", "Regions out of sync in the target's bitmap" },
+	{ "dmrepl_hold_timeouts_total", "counter", "Sync writes released by the hold timeout" },
+	{ "dmrepl_overflows_total", "counter", "Times the ring overflowed" },
+	{ "dmrepl_peer_connected", "gauge", "1 while the peer's connection is up" },
+	{ "dmrepl_peer_up_to_date", "gauge", "1 while the peer's copy is UpToDate" },
+	{ "dmrepl_peer_mode", "gauge", "1 for the peer's replication mode (label mode)" },
+	{ "dmrepl_peer_out_of_sync_regions", "gauge", "Regions the peer lacks (its bitmap)" },
+	{ "dmrepl_peer_lag_records", "gauge", "Records not yet received by the peer" },
+	{ "dmrepl_peer_lag_bytes", "gauge", "Bytes of records not yet received by the peer" },
+	{ "dmrepl_peer_sent_bytes_total", "counter", "Bytes sent to the peer" },
+	{ "dmrepl_peer_sent_records_total", "counter", "Records sent to the peer" },
+	{ "dmrepl_peer_connects_total", "counter", "Connections to the peer made" },
+	{ "dmrepl_peer_resyncs_total", "counter", "Resyncs of the peer completed" },
+	{ "dmrepl_peer_pulled_ahead_total", "counter", "Times the async peer was pulled ahead" },
+	{ "dmrepl_resync_remaining_bytes", "gauge", "Bytes the running resync has left (0: none)" },
+	{ "dmrepl_secondary_primary_connected", "gauge", "1 while the secondary's primary is connected" },
+	{ "dmrepl_secondary_consistent", "gauge", "1 while the secondary's copy is consistent" },
+	{ "dmrepl_secondary_received_records", "gauge", "Last record the secondary received" },
+};
+
+struct mout {
+	char *fam[ARRAY_SIZE(mfams)];	/* the samples of each family */
+	size_t len[ARRAY_SIZE(mfams)];
+};
+
+/* One sample of family f, with labels (already escaped) and a value. */
+static void msample(struct mout *o, size_t f, const char *labels, uint64_t v)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "%s{%s} %" PRIu64 "\n", mfams[f].name, labels, v);
+	char *b;
+
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return;
+	b = realloc(o->fam[f], o->len[f] + (size_t)n + 1);
+	if (!b)
+		return;
+	memcpy(b + o->len[f], line, (size_t)n + 1);
+	o->fam[f] = b;
+	o->len[f] += (size_t)n;
+}
+
+static size_t mfind(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(mfams); i++)
+		if (!strcmp(mfams[i].name, name))
+			return i;
+	return 0;
+}
+
+#define M(o, name, labels, v)	msample(o, mfind(name), labels, (uint64_t)(v))
+
+/* A label value: names are [A-Za-z0-9._-] (config_name_valid()) */
+static const char *mlabel(const char *s)
+{
+	return config_name_valid(s) ? s : "invalid";
+}
+
+static void metrics_resource(struct mout *o, const char *res, const char *sock)
+{
+	struct json_object *req = json_object_new_object(), *st = NULL, *t, *peers, *pr;
+	char lr[160], lp[320];
+	int r;
+
+	json_object_object_add(req, "cmd", json_object_new_string("status"));
+	ctl_quiet = true;
+	r = ctl_call(res, sock, req, &st);
+	json_object_put(req);
+	snprintf(lr, sizeof(lr), "resource=\"%s\"", mlabel(res));
+	M(o, "dmrepl_up", lr, r == 0);
+	if (r < 0)
+		return;
+	if (!strcmp(jstr(st, "role"), "primary") && json_object_object_get_ex(st, "target", &t)) {
+		M(o, "dmrepl_role_primary", lr, 1);
+		M(o, "dmrepl_device_size_bytes", lr, ju64(t, "device_sectors") * 512);
+		M(o, "dmrepl_ring_size_bytes", lr, ju64(t, "ring_bytes"));
+		M(o, "dmrepl_ring_used_bytes", lr, ju64(t, "ring_used_bytes"));
+		M(o, "dmrepl_target_sync", lr, !strcmp(jstr(t, "mode"), "sync"));
+		M(o, "dmrepl_target_degraded", lr, !strcmp(jstr(t, "state"), "degraded"));
+		M(o, "dmrepl_target_overflow", lr, !strcmp(jstr(t, "state"), "overflow"));
+		M(o, "dmrepl_dirty_regions", lr, ju64(t, "dirty_regions"));
+		M(o, "dmrepl_hold_timeouts_total", lr, ju64(t, "hold_timeouts"));
+		M(o, "dmrepl_overflows_total", lr, ju64(t, "overflows"));
+		json_object_object_get_ex(st, "peers", &peers);
+		for (size_t i = 0; peers && i < json_object_array_length(peers); i++) {
+			struct json_object *p = json_object_array_get_idx(peers, i), *rs;
+			char lm[400];
+
+			snprintf(lp, sizeof(lp), "%s,peer=\"%s\"", lr, mlabel(jstr(p, "name")));
+			M(o, "dmrepl_peer_connected", lp, !strcmp(jstr(p, "connection"), "Connected"));
+			M(o, "dmrepl_peer_up_to_date", lp, !strcmp(jstr(p, "disk"), "UpToDate"));
+			snprintf(lm, sizeof(lm), "%s,mode=\"%s\"", lp, mlabel(jstr(p, "mode")));
+			M(o, "dmrepl_peer_mode", lm, 1);
+			M(o, "dmrepl_peer_out_of_sync_regions", lp, ju64(p, "out_of_sync_regions"));
+			M(o, "dmrepl_peer_lag_records", lp, ju64(p, "lag_records"));
+			M(o, "dmrepl_peer_lag_bytes", lp, ju64(p, "lag_bytes"));
+			M(o, "dmrepl_peer_sent_bytes_total", lp, ju64(p, "bytes_sent"));
+			M(o, "dmrepl_peer_sent_records_total", lp, ju64(p, "records_sent"));
+			M(o, "dmrepl_peer_connects_total", lp, ju64(p, "connects"));
+			M(o, "dmrepl_peer_resyncs_total", lp, ju64(p, "resyncs_done"));
+			M(o, "dmrepl_peer_pulled_ahead_total", lp, ju64(p, "pulled_ahead"));
+			M(o, "dmrepl_resync_remaining_bytes", lp,
+			  json_object_object_get_ex(p, "resync", &rs) ?
+			  ju64(rs, "total_bytes") - ju64(rs, "done_bytes") : 0);
+		}
+	} else {
+		M(o, "dmrepl_role_primary", lr, 0);
+		M(o, "dmrepl_device_size_bytes", lr, ju64(st, "device_sectors") * 512);
+		M(o, "dmrepl_secondary_consistent", lr, !strcmp(jstr(st, "disk"), "UpToDate"));
+		if (json_object_object_get_ex(st, "primary", &pr)) {
+			snprintf(lp, sizeof(lp), "%s,primary=\"%s\"", lr, mlabel(jstr(pr, "name")));
+			M(o, "dmrepl_secondary_primary_connected", lp,
+			  !strcmp(jstr(pr, "connection"), "Connected"));
+			M(o, "dmrepl_secondary_received_records", lp, ju64(pr, "received"));
+		}
+	}
+	json_object_put(st);
+}
+
+/* The exposition for the resources (all running ones when none). */
+static char *metrics_text(char **names, int n, const char *sock)
+{
+	struct mout o = { 0 };
+	char **all = NULL, *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int nall = 0;
+
+	if (!n) {
+		all_resources(&all, &nall);
+		names = all;
+		n = nall;
+	}
+	for (int i = 0; i < n; i++)
+		metrics_resource(&o, names[i], sock);
+	f = open_memstream(&text, &len);
+	for (size_t i = 0; f && i < ARRAY_SIZE(mfams); i++) {
+		if (!o.fam[i])
+			continue;
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s", mfams[i].name, mfams[i].help,
+			mfams[i].name, mfams[i].type, o.fam[i]);
+	}
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i < ARRAY_SIZE(mfams); i++)
+		free(o.fam[i]);
+	for (int i = 0; i < nall; i++)
+		free(all[i]);
+	free(all);
+	return text;
+}
+
+struct mserve {
+	char **names;
+	int n;
+	const char *sock;
+};
+
+static enum MHD_Result metrics_http(void *cls, struct MHD_Connection *c, const char *url,
+				    const char *method, const char *version,
+				    const char *upload, size_t *upload_len, void **state)
+{
+	const struct mserve *ms = cls;
+	static const char nf[] = "not found: the metrics are at /metrics\n";
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	unsigned int code = MHD_HTTP_OK;
+	char *text = NULL;
+
+	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return MHD_NO;
+	if (strcmp(url, "/metrics")) {
+		code = MHD_HTTP_NOT_FOUND;
+		resp = MHD_create_response_from_buffer(sizeof(nf) - 1, (void *)nf,
+						       MHD_RESPMEM_PERSISTENT);
+	} else {
+		text = metrics_text(ms->names, ms->n, ms->sock);
+		resp = MHD_create_response_from_buffer(text ? strlen(text) : 0, text,
+						       MHD_RESPMEM_MUST_FREE);
+	}
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	ret = MHD_queue_response(c, code, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static volatile sig_atomic_t metrics_stop;
+
+static void metrics_signal(int sig)
+{
+	metrics_stop = 1;
+}
+
+static int cmd_metrics(int argc, char **argv, const char *sock)
+{
+	struct mserve ms = { .sock = sock };
+	struct sockaddr_storage sa;
+	const char *listen_at = NULL;
+	struct config_addr ca;
+	struct MHD_Daemon *d;
+	char **names = NULL, *text;
+	int n = 0, r;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
+			listen_at = argv[++i];
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "replctl: usage: replctl metrics [<resource>...] [--listen ADDRESS:PORT]\n");
+			free(names);
+			return -EINVAL;
+		} else {
+			char **nv = realloc(names, sizeof(*names) * (size_t)(n + 1));
+
+			if (!nv) {
+				free(names);
+				return -ENOMEM;
+			}
+			names = nv;
+			names[n++] = argv[i];
+		}
+	}
+	if (sock && n != 1) {
+		fprintf(stderr, "replctl: metrics: --socket names one resource's socket\n");
+		free(names);
+		return -EINVAL;
+	}
+	if (!listen_at) {
+		text = metrics_text(names, n, sock);
+		if (text)
+			fputs(text, stdout);
+		free(text);
+		free(names);
+		return text ? 0 : -ENOMEM;
+	}
+	r = config_addr_parse(listen_at, true, &ca);
+	if (r < 0) {
+		fprintf(stderr, "replctl: metrics: --listen %s: expected ADDRESS:PORT, e.g. 127.0.0.1:9942\n",
+			listen_at);
+		free(names);
+		return r;
+	}
+	memcpy(&sa, &ca.sa, sizeof(sa));
+	ms.names = names;
+	ms.n = n;
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+			     (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+			     0, NULL, NULL, metrics_http, &ms,
+			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+			     MHD_OPTION_CONNECTION_LIMIT, 16U,
+			     MHD_OPTION_CONNECTION_TIMEOUT, 10U,
+			     MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr, "replctl: metrics: cannot listen on %s\n", listen_at);
+		free(names);
+		return -EADDRINUSE;
+	}
+	fprintf(stderr, "replctl: metrics of %s on http://%s/metrics\n",
+		n ? "the resources named" : "every resource running here", listen_at);
+	signal(SIGTERM, metrics_signal);
+	signal(SIGINT, metrics_signal);
+	while (!metrics_stop)
+		pause();
+	MHD_stop_daemon(d);
+	free(names);
+	return 0;
+}
+
+/*
  * Grow the repl device to its backing device's size (or --size): a reload
  * of its table with the new length, the rest unchanged.  The target grows
  * at the resume, and repld follows; the grown part is out of sync until a
@@ -1506,6 +1801,8 @@ static int run(int argc, char **argv)
 		return cmd_status(argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "events"))
 		return cmd_events(argc - optind, argv + optind, json, sock);
+	if (!strcmp(cmd, "metrics"))
+		return cmd_metrics(argc - optind, argv + optind, sock);
 	if (!strcmp(cmd, "set-mode") || !strcmp(cmd, "connect") || !strcmp(cmd, "disconnect"))
 		return cmd_peer(cmd, argc - optind, argv + optind, json, sock);
 	if (!strcmp(cmd, "resync") || !strcmp(cmd, "verify"))
