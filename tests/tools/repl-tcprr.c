@@ -156,6 +156,18 @@ bad:
 	return -1;
 }
 
+static void conn_close(struct conn *c)
+{
+	if (c->ssl) {
+		SSL_shutdown(c->ssl);
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
 static int nodelay(int fd)
 {
 	int one = 1;
@@ -182,17 +194,22 @@ static int run_server(struct sockaddr_in *sa, char *buf, size_t size, const char
 		return 1;
 	}
 	close(l);
-	if (tls && tls_start(&c, tls, true) < 0)
+	if (tls && tls_start(&c, tls, true) < 0) {
+		conn_close(&c);
 		return 1;
+	}
 	for (;;) {
 		r = xfer(&c, buf, size, false);
 		if (r == -EPIPE)
-			return 0;	/* the client is done */
+			break;		/* the client is done */
 		if (r < 0 || (r = xfer(&c, &ack, 1, true)) < 0) {
 			fprintf(stderr, "repl-tcprr: server: %s\n", strerror(-r));
+			conn_close(&c);
 			return 1;
 		}
 	}
+	conn_close(&c);
+	return 0;
 }
 
 static int run_client(struct sockaddr_in *sa, char *buf, size_t size,
@@ -209,8 +226,10 @@ static int run_client(struct sockaddr_in *sa, char *buf, size_t size,
 			ntohs(sa->sin_port), strerror(errno));
 		return 1;
 	}
-	if (tls && tls_start(&c, tls, false) < 0)
+	if (tls && tls_start(&c, tls, false) < 0) {
+		conn_close(&c);
 		return 1;
+	}
 	for (unsigned long i = 0; i < warmup + count; i++) {
 		int r;
 
@@ -221,15 +240,12 @@ static int run_client(struct sockaddr_in *sa, char *buf, size_t size,
 			r = xfer(&c, &ack, 1, false);
 		if (r < 0) {
 			fprintf(stderr, "repl-tcprr: request %lu: %s\n", i, strerror(-r));
+			conn_close(&c);
 			return 1;
 		}
 	}
 	t = now_s() - t0;
-	if (c.ssl) {
-		SSL_shutdown(c.ssl);
-		SSL_free(c.ssl);
-	}
-	close(c.fd);
+	conn_close(&c);
 	printf("requests=%lu bytes=%zu seconds=%.3f MB/s=%.3f ms=%.3f\n", count, size,
 	       t, (double)count * (double)size / t / 1e6, t / (double)count * 1e3);
 	return 0;
@@ -307,6 +323,7 @@ int main(int argc, char **argv)
 		r = run_server(&sa, buf, size, tls);
 	else
 		r = run_client(&sa, buf, size, count, warmup, tls);
+	SSL_SESSION_free(tls_psk);
 	free(buf);
 	return r;
 }
