@@ -183,10 +183,10 @@ static void client_free(struct ctl_client *k)
 }
 
 /*
- * A subscriber's pending lines: send what the socket takes, then wait for
- * EPOLLOUT or for the client's end.  -1 when it has gone (freed).
+ * Send what the socket takes of the client's pending output: 1 all sent, 0
+ * the rest waits for EPOLLOUT, -1 the client is gone.
  */
-static int subscriber_flush(struct ctl_client *k)
+static int client_send(struct ctl_client *k)
 {
 	while (k->out_off < k->out_len) {
 		ssize_t n = send(k->ev.fd, k->out + k->out_off, k->out_len - k->out_off,
@@ -195,12 +195,23 @@ static int subscriber_flush(struct ctl_client *k)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
-			break;
-		if (n <= 0) {
-			client_free(k);
+			return 0;
+		if (n <= 0)
 			return -1;
-		}
 		k->out_off += (size_t)n;
+	}
+	return 1;
+}
+
+/*
+ * A subscriber's pending lines: send what the socket takes, then wait for
+ * EPOLLOUT or for the client's end.  -1 when it has gone (freed).
+ */
+static int subscriber_flush(struct ctl_client *k)
+{
+	if (client_send(k) < 0) {
+		client_free(k);
+		return -1;
 	}
 	if (loop_mod(k->ctl->loop, &k->ev,
 		     EPOLLIN | (k->out_off < k->out_len ? EPOLLOUT : 0)) < 0) {
@@ -315,18 +326,8 @@ static bool client_subscribe(struct ctl_client *k)
 /* Write what the socket takes; the client goes once the reply is out. */
 static void client_write(struct ctl_client *k)
 {
-	while (k->out_off < k->out_len) {
-		ssize_t n = send(k->ev.fd, k->out + k->out_off, k->out_len - k->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;		/* EPOLLOUT */
-		if (n <= 0)
-			break;		/* the client is gone */
-		k->out_off += (size_t)n;
-	}
+	if (client_send(k) == 0)
+		return;		/* EPOLLOUT */
 	client_free(k);
 }
 
