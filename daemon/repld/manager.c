@@ -136,6 +136,14 @@ static int manager_cmd_role(void *ctx, struct json_object *req, char *err, size_
 		snprintf(err, len, "%s is stopping", c->resource);
 		return -EBUSY;
 	}
+	/* a primary connects to every peer: each needs an address */
+	for (unsigned int i = 0; to == ROLE_PRIMARY && i < c->nr_peers; i++) {
+		if (!c->peers[i].has_address) {
+			snprintf(err, len, "peer %s has no address in %s: a primary connects to its peers; give it one (host[:port])",
+				 c->peers[i].name, c->path);
+			return -EDESTADDRREQ;
+		}
+	}
 	r = m->ops->may_switch(m->role, to, ctl_arg_bool(req, "force"), err, len);
 	if (r < 0)
 		return r;

@@ -266,11 +266,17 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 		if (r < 0)
 			return r;
 		if (r > 0) {
-			/* a secondary only checks the source host: the port is optional */
+			/*
+			 * Without a port, the default one: the address serves
+			 * both ways, to connect to the peer (a primary, or a
+			 * secondary promoted) and to check where it connects
+			 * from (a secondary: the host only).
+			 */
 			char tmp[272];
+			const char *v6end = addr[0] == '[' ? strchr(addr, ']') : NULL;
 
-			if (c->role == ROLE_SECONDARY && !strchr(addr, ':'))
-				snprintf(tmp, sizeof(tmp), "%s:1", addr);
+			if ((!v6end && !strchr(addr, ':')) || (v6end && !v6end[1]))
+				snprintf(tmp, sizeof(tmp), "%s:%u", addr, CONFIG_DEFAULT_PORT);
 			else
 				snprintf(tmp, sizeof(tmp), "%s", addr);
 			if (config_addr_parse(tmp, false, &cp->address) < 0)

@@ -16,6 +16,8 @@
 
 #define CONFIG_DIR		"/etc/dm-repl"
 #define CONFIG_NAME_MAX		64
+/* a peer's address without a port: where secondaries listen by default */
+#define CONFIG_DEFAULT_PORT	7789
 /* tls-ciphersuites' default: AES-GCM first, where CPUs have AES in hardware */
 #define CONFIG_TLS_CIPHERSUITES	"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Unit test of the configuration's peer addresses (config.c): without a
+ * port an address means CONFIG_DEFAULT_PORT on either role, so that a
+ * secondary promoted by "replctl primary" connects where its primary's
+ * node listens (before, a secondary read "192.0.2.1" as port 1); a port
+ * given stays; IPv6 in brackets too.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "config.h"
+
+static char dir[] = "/tmp/test-config-XXXXXX";
+
+/* The port of peer 0 of a configuration of role with that address. */
+static unsigned int port_of(const char *role, const char *address)
+{
+	char path[4096], err[512];
+	struct config *c = NULL;
+	unsigned int port;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/r0.conf", dir);
+	f = fopen(path, "w");
+	CHECK(f, "fopen");
+	fprintf(f, "resource = \"r0\";\nnode = \"beta\";\nrole = \"%s\";\ndevice = \"/dev/null\";\n"
+		"listen = \"127.0.0.1:7789\";\ntransport = \"plain-insecure\";\n"
+		"peers = ( { name = \"alpha\"; address = \"%s\"; } );\n", role, address);
+	fclose(f);
+	CHECK_RC(config_load(path, &c, err, sizeof(err)), 0);
+	CHECK(c->peers[0].has_address, "%s %s: no address", role, address);
+	if (c->peers[0].address.sa.ss_family == AF_INET6)
+		port = ntohs(((struct sockaddr_in6 *)&c->peers[0].address.sa)->sin6_port);
+	else
+		port = ntohs(((struct sockaddr_in *)&c->peers[0].address.sa)->sin_port);
+	CHECK(!strcmp(c->peers[0].address.text, address), "text '%s'", c->peers[0].address.text);
+	config_free(c);
+	return port;
+}
+
+int main(void)
+{
+	CHECK(mkdtemp(dir), "mkdtemp");
+	CHECK(port_of("secondary", "192.0.2.1") == CONFIG_DEFAULT_PORT, "secondary, no port: %u",
+	      port_of("secondary", "192.0.2.1"));
+	CHECK(port_of("primary", "192.0.2.2") == CONFIG_DEFAULT_PORT, "primary, no port");
+	CHECK(port_of("secondary", "192.0.2.1:7790") == 7790, "secondary, port 7790");
+	CHECK(port_of("primary", "192.0.2.2:7791") == 7791, "primary, port 7791");
+	CHECK(port_of("primary", "[2001:db8::1]") == CONFIG_DEFAULT_PORT, "IPv6, no port");
+	CHECK(port_of("primary", "[2001:db8::1]:7792") == 7792, "IPv6, port 7792");
+	{
+		char path[4096];
+
+		snprintf(path, sizeof(path), "%s/r0.conf", dir);
+		unlink(path);
+		rmdir(dir);
+	}
+	printf("config: peer addresses without a port mean %u, on either role: ok\n",
+	       CONFIG_DEFAULT_PORT);
+	return 0;
+}
