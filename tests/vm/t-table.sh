@@ -138,7 +138,7 @@ if [ -w $IMA/policy ] &&
 			xxd -r -p | tr ';' '\n' | grep '^target_index=0,'
 		dmsetup remove g
 	}
-	want="target_index=0,target_begin=0,target_len=$SZ,target_name=repl,target_version=1.5.0"
+	want="target_index=0,target_begin=0,target_len=$SZ,target_name=repl,target_version=$(dmsetup targets | awk '$1 == "repl" { sub("^v", "", $2); print $2 }')"
 	m=$(ima_measured "$T $A - async")
 	[ "$m" = "$want,data_device_name=$AN,metadata_device_name=-,mode=async,ring_size_mb=64,hold_timeout_ms=5000,region_kb=64,extent_kb=4096,max_extents=1237,record_kb=256,on_io_error=pass" ] ||
 		fail "IMA of the defaults: '$m'"
