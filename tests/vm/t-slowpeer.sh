@@ -2,11 +2,12 @@
 # One slow async peer never slows a sync peer, in the real kernel: a primary
 # (alpha) with a sync secondary (beta) and an async one (gamma), each in its
 # own network namespace behind a veth pair, gamma's link shaped by tbf to
-# less than the application writes.  The ring is small, so gamma's backlog
-# reaches half of it within seconds.
+# less than the application writes.  The ring is small (4 MiB) and a peer is
+# pulled ahead at a quarter of it, so gamma's backlog gets there within seconds.
 #  - The same application load (fio, 4 KiB random writes, queue depth 1,
 #    O_DIRECT, SLOWPEER_RUNTIME 15 s) runs with gamma's link free and with
-#    it shaped, alternating, SLOWPEER_ROUNDS (2) times each: no I/O error,
+#    it shaped to a quarter of the rate the warm-up wrote at (SLOWPEER_RATE
+#    sets it instead), alternating, SLOWPEER_ROUNDS (2) times each: no I/O error,
 #    not one write waited for ring space (the target's space_waits stays
 #    0: the application never waited for gamma), no hold timeout (the sync
 #    path never waited), beta never pulled ahead.
@@ -20,8 +21,8 @@
 # resynced bytes (log lines "round ...", "gamma ...").  The ratio is a
 # timing and so a benchmark's: tests/bench/bench-slowpeer.sh sets
 # SLOWPEER_P99_MAX (1.20) and runs this alone; here it is only reported.
-# SLOWPEER_ALPHA_OPTS adds settings to the primary's configuration
-# (congestion-fill-pct=0, no pull-ahead, makes the back-pressure check fail).
+# SLOWPEER_ALPHA_OPTS adds settings to the primary's configuration;
+# SLOWPEER_FILL_PCT=0 (no pull-ahead) makes the back-pressure check fail.
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -33,7 +34,7 @@ SIZE=$(blockdev --getsize64 /dev/vda)
 RUNTIME=${SLOWPEER_RUNTIME:-15}
 ROUNDS=${SLOWPEER_ROUNDS:-2}
 P99_MAX=${SLOWPEER_P99_MAX:-}
-RATE=${SLOWPEER_RATE:-4mbit}
+RATE=${SLOWPEER_RATE:-}
 # fio writes into the first 64 MiB: the regions gamma misses stay few
 AREA=64M
 mkdir -p $CONF
@@ -60,7 +61,7 @@ repl_conf $CONF/gamma.conf resource=r0 node=gamma role=secondary device=/dev/vdc
 	listen=169.254.22.2:7790 state-dir=/tmp/state-gamma \
 	control-socket=/run/dm-repl/gamma.sock peer=alpha@169.254.22.1
 repl_conf $CONF/alpha.conf resource=r0 node=alpha role=primary device=/dev/vda \
-	meta-device=/dev/vdd ring-size-mb=8 keepalive-ms=300 peer-timeout-ms=2000 \
+	meta-device=/dev/vdd ring-size-mb=4 congestion-fill-pct=${SLOWPEER_FILL_PCT:-25} keepalive-ms=300 peer-timeout-ms=2000 \
 	reconnect-min-ms=100 reconnect-max-ms=500 state-dir=/tmp/state-alpha initial-sync=skip \
 	peer=beta@169.254.21.2:7789/sync peer=gamma@169.254.22.2:7790/async ${SLOWPEER_ALPHA_OPTS:-}
 "$REPLCTL" create-md --meta /dev/vdd --data /dev/vda --resource r0 > /dev/null || fail "create-md"
@@ -100,8 +101,16 @@ load() {
 	log "round $1: p99 $p99 us, median $p50 us, $iops IOPS"
 }
 
-# a warm-up, not counted
+# a warm-up, not counted; gamma's shaped link carries a quarter of what
+# it wrote (as fast as the guest runs today, the application always
+# outpaces that link)
 RUNTIME=5 load warmup
+if [ -z "$RATE" ]; then
+	read -r _ _ iops < /tmp/warmup.lat
+	RATE=$((iops * 4096 * 8 / 4 / 1000))kbit
+	[ "${RATE%kbit}" -ge 64 ] || RATE=64kbit
+fi
+log "gamma's shaped link: $RATE"
 in_sync gamma
 behind_seen=0
 # sample NAME : gamma's "replication disk out-of-sync" every second while
