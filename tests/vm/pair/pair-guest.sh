@@ -61,10 +61,11 @@ diskstat_sectors_written() {
 	awk -v d="$1" '$3 == d { print $10 }' /proc/diskstats
 }
 
-# ack_timeline_here SECONDS FILE : append "<seconds since the call> <ack>"
-# (the workload's /srv/ack) to FILE every 0.2 s for SECONDS, guest time
+# ack_timeline_here SECONDS FILE [T0_MS] : append "<seconds since T0_MS
+# (default: the call)> <ack>" (the workload's /srv/ack) to FILE every 0.2 s
+# for SECONDS, guest time
 ack_timeline_here() {
-	_at_t0=$(now_ms)
+	_at_t0=${3:-$(now_ms)}
 	while :; do
 		_at_el=$(($(now_ms) - _at_t0))
 		echo "$((_at_el / 1000)).$(printf '%03d' $((_at_el % 1000))) $(cat /srv/ack)" >>"$2"

@@ -27,8 +27,9 @@ log "B has records up to $bdur durable; killing A's repld"
 # ---- kill -9 under load; the ack timeline is sampled in the guest, from the kill on
 # the acknowledged count is read 0.3 s after the kill: writes that completed
 # before it (the ack file lags by a few writes, 9p is slow under load) are
-# in it; from then on nothing may complete until the hold timeout
-gcmd a kill 'pid=$(cat /srv/cmd/repld.pid); kill -9 "$pid"; sleep 0.3; cat /srv/ack > /srv/ack-at-kill; ack_timeline_here 7 /srv/ack-timeline.txt'
+# in it; from then on nothing may complete until the hold timeout, timed
+# from the kill (a slow guest samples the timeline late)
+gcmd a kill 'pid=$(cat /srv/cmd/repld.pid); t0=$(now_ms); kill -9 "$pid"; sleep 0.3; cat /srv/ack > /srv/ack-at-kill; ack_timeline_here 7 /srv/ack-timeline.txt $t0'
 gwait a repld 20 >/dev/null
 rc=$?
 ((rc == 137)) || fail "A's repld exited with $rc after SIGKILL, expected 137"
