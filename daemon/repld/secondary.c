@@ -1513,9 +1513,6 @@ static int secondary_listen(struct secondary *s)
 		log_info("%s: listening on %d socket(s) from systemd", s->resource, i);
 		return 0;
 	}
-	if (!cfg->has_listen)
-		return log_error_errno(-EINVAL, "%s: a secondary needs 'listen' in %s (or socket activation)",
-				       s->resource, cfg->path);
 	fd = socket(cfg->listen.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return log_error_errno(-errno, "socket");
@@ -1537,7 +1534,8 @@ static int secondary_listen(struct secondary *s)
 	}
 	s->listen[0].ev.fd = fd;
 	s->nr_listen = 1;
-	log_info("%s: listening on %s", s->resource, cfg->listen.text);
+	log_info("%s: listening on %s%s", s->resource, cfg->listen.text,
+		 cfg->listen_default ? " (any address: no listen in repl.conf)" : "");
 	return 0;
 }
 

@@ -72,8 +72,9 @@ static void check_config(const struct config *c, const char *path)
 	ASSERT(terminated(c->control_socket, sizeof(c->control_socket)));
 	ASSERT(terminated(c->tls_ciphersuites, sizeof(c->tls_ciphersuites)) &&
 	       c->tls_ciphersuites[0]);
-	ASSERT(!c->has_listen || (c->listen.len > 0 && c->listen.len <= sizeof(c->listen.sa) &&
-				  terminated(c->listen.text, sizeof(c->listen.text))));
+	ASSERT(c->listen.len > 0 && c->listen.len <= sizeof(c->listen.sa) &&
+	       terminated(c->listen.text, sizeof(c->listen.text)));
+	ASSERT(c->has_role || c->role == ROLE_SECONDARY);
 	ASSERT(c->nr_peers >= 1 && c->nr_peers <= CFG_MAX_PEERS && c->peers);
 	for (unsigned int i = 0; i < c->nr_peers; i++) {
 		const struct config_peer *p = &c->peers[i];

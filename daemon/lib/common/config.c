@@ -401,12 +401,14 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 		return r;
 	if (!config_name_valid(c->node))
 		return cfg_fail(x, root, "node '%s': 1-64 characters of A-Z a-z 0-9 . _ -", c->node);
-	if ((r = cfg_string(x, root, "role", true, role, sizeof(role))) < 0)
+	/* the role at the first start; without one, secondary */
+	if ((r = cfg_string(x, root, "role", false, role, sizeof(role))) < 0)
 		return r;
-	if (!strcmp(role, "primary"))
-		c->role = ROLE_PRIMARY;
-	else if (!strcmp(role, "secondary"))
+	c->has_role = r > 0;
+	if (!c->has_role || !strcmp(role, "secondary"))
 		c->role = ROLE_SECONDARY;
+	else if (!strcmp(role, "primary"))
+		c->role = ROLE_PRIMARY;
 	else
 		return cfg_fail(x, config_setting_get_member(root, "role"),
 				"role '%s': expected primary or secondary", role);
@@ -435,7 +437,14 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 			return cfg_fail(x, config_setting_get_member(root, "listen"),
 					"listen: bad address '%s' (host:port, [v6]:port or port)",
 					listen);
-		c->has_listen = true;
+	} else {
+		char port[8];
+
+		snprintf(port, sizeof(port), "%u", CONFIG_DEFAULT_PORT);
+		if (config_addr_parse(port, true, &c->listen) < 0)
+			return cfg_fail(x, root, "listen: no address to listen on by default (port %s)",
+					port);
+		c->listen_default = true;
 	}
 	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/dm-repl");
 	if ((r = cfg_string(x, root, "state-dir", false, c->state_dir, sizeof(c->state_dir))) < 0)

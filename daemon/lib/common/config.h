@@ -69,12 +69,17 @@ struct config {
 	char resource[CONFIG_NAME_MAX + 1];
 	char dm_name[CONFIG_NAME_MAX + 1];	/* the repl device: /dev/mapper/<dm_name> */
 	char node[CONFIG_NAME_MAX + 1];
+	/* the role repld runs in: repl.conf's role gives it at the first
+	 * start only (has_role), then repld's role file (role.h) */
 	enum repl_role role;
+	bool has_role;
 	char device[PATH_MAX];		/* the backing (data) device */
 	char meta_device[PATH_MAX];	/* "-": none */
 	char resync_snapshot[PATH_MAX];	/* secondary: COW device, "" none */
-	bool has_listen;
-	struct config_addr listen;	/* secondary */
+	/* a secondary's listening address: without listen in repl.conf any
+	 * address, port CONFIG_DEFAULT_PORT (listen_default) */
+	bool listen_default;
+	struct config_addr listen;
 	char state_dir[PATH_MAX];
 	char control_socket[PATH_MAX];
 	enum transport transport;

@@ -4,7 +4,10 @@
  * port an address means CONFIG_DEFAULT_PORT on either role, so that a
  * secondary promoted by "replctl primary" connects where its primary's
  * node listens (before, a secondary read "192.0.2.1" as port 1); a port
- * given stays; IPv6 in brackets too.
+ * given stays; IPv6 in brackets too.  Without role and listen, a node is
+ * a secondary at its first start (repld keeps the role from then on) and
+ * listens on any address at CONFIG_DEFAULT_PORT: the README's primary,
+ * which names neither, can be demoted.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,6 +47,33 @@ static unsigned int port_of(const char *role, const char *address)
 	return port;
 }
 
+/* role and listen left out: secondary at first start, any address, 7789 */
+static void defaults(void)
+{
+	char path[4096], err[512];
+	struct config *c = NULL;
+	unsigned int port;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/r0.conf", dir);
+	f = fopen(path, "w");
+	CHECK(f, "fopen");
+	fprintf(f, "resource = \"r0\";\nnode = \"alpha\";\ndevice = \"/dev/null\";\n"
+		"transport = \"plain-insecure\";\n"
+		"peers = ( { name = \"beta\"; address = \"192.0.2.2\"; } );\n");
+	fclose(f);
+	CHECK_RC(config_load(path, &c, err, sizeof(err)), 0);
+	CHECK(!c->has_role && c->role == ROLE_SECONDARY, "role %d, has_role %d", c->role,
+	      c->has_role);
+	CHECK(c->listen_default, "listen not the default one");
+	if (c->listen.sa.ss_family == AF_INET6)
+		port = ntohs(((struct sockaddr_in6 *)&c->listen.sa)->sin6_port);
+	else
+		port = ntohs(((struct sockaddr_in *)&c->listen.sa)->sin_port);
+	CHECK(port == CONFIG_DEFAULT_PORT, "default listen port %u", port);
+	config_free(c);
+}
+
 int main(void)
 {
 	CHECK(mkdtemp(dir), "mkdtemp");
@@ -54,6 +84,7 @@ int main(void)
 	CHECK(port_of("primary", "192.0.2.2:7791") == 7791, "primary, port 7791");
 	CHECK(port_of("primary", "[2001:db8::1]") == CONFIG_DEFAULT_PORT, "IPv6, no port");
 	CHECK(port_of("primary", "[2001:db8::1]:7792") == 7792, "IPv6, port 7792");
+	defaults();
 	{
 		char path[4096];
 
@@ -61,7 +92,7 @@ int main(void)
 		unlink(path);
 		rmdir(dir);
 	}
-	printf("config: peer addresses without a port mean %u, on either role: ok\n",
-	       CONFIG_DEFAULT_PORT);
+	printf("config: peer addresses without a port mean %u, on either role; without role and listen, secondary listening on %u: ok\n",
+	       CONFIG_DEFAULT_PORT, CONFIG_DEFAULT_PORT);
 	return 0;
 }
