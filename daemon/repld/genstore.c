@@ -147,3 +147,56 @@ struct json_object *genstore_json(const struct gens *g)
 	json_object_object_add(o, "since", json_object_new_uint64(g->since));
 	return o;
 }
+
+static int role_path(const char *state_dir, const char *resource, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/%s.role", state_dir, resource);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int genstore_role_load(const char *state_dir, const char *resource, enum repl_role *ret)
+{
+	char path[PATH_MAX], *text = NULL;
+	size_t len;
+	int r;
+
+	r = role_path(state_dir, resource, path, sizeof(path));
+	if (r < 0)
+		return log_error_errno(r, "%s: role file in %s", resource, state_dir);
+	r = fileio_read_text(path, &text, &len);
+	if (r == -ENOENT)
+		return r;
+	if (r < 0)
+		return log_error_errno(r, "%s: reading %s", resource, path);
+	len = strcspn(text, "\n");
+	if (len == strlen("primary") && !strncmp(text, "primary", len))
+		*ret = ROLE_PRIMARY;
+	else if (len == strlen("secondary") && !strncmp(text, "secondary", len))
+		*ret = ROLE_SECONDARY;
+	else
+		r = -EUCLEAN;
+	free(text);
+	if (r < 0)
+		log_error("%s: %s names no role (primary or secondary): remove it to start in repl.conf's role",
+			  resource, path);
+	return r;
+}
+
+int genstore_role_save(const char *state_dir, const char *resource, enum repl_role role)
+{
+	char path[PATH_MAX], text[16];
+	int r;
+
+	r = role_path(state_dir, resource, path, sizeof(path));
+	if (r < 0)
+		return log_error_errno(r, "%s: role file in %s", resource, state_dir);
+	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(-errno, "%s: creating %s", resource, state_dir);
+	snprintf(text, sizeof(text), "%s\n", config_role_name(role));
+	r = fileio_write_atomic(path, text);
+	if (r < 0)
+		return log_error_errno(r, "%s: recording the %s role in %s", resource,
+				       config_role_name(role), path);
+	return 0;
+}

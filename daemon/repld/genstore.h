@@ -31,6 +31,17 @@ int genstore_load(const struct genstore *gs, struct gens *ret);
 /* Store them durably.  Logs on failure. */
 int genstore_save(const struct genstore *gs, const struct gens *g);
 
+/*
+ * The role this node runs in is runtime state, kept beside the generations
+ * in <state-dir>/<resource>.role ("primary" or "secondary"): chosen by
+ * replctl primary / secondary (or a cluster manager through them), it
+ * survives a restart and a reboot; repl.conf's role only gives the first.
+ * Load: 0 and *ret, -ENOENT when none is kept yet, -EUCLEAN (logged) for a
+ * file that names no role.  Save: durably, logs on failure.
+ */
+int genstore_role_load(const char *state_dir, const char *resource, enum repl_role *ret);
+int genstore_role_save(const char *state_dir, const char *resource, enum repl_role role);
+
 /* The generation as status shows it: {"current":"<hex>", ...}. */
 struct json_object *genstore_json(const struct gens *g);
 

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "dmdev.h"
+#include "genstore.h"
 #include "rsnap.h"
 #include "log.h"
 #include "macro.h"
@@ -34,6 +35,8 @@ static void usage(FILE *f)
 	      "receive and write its records (secondary).  See repld(8), repl.conf(5).\n"
 	      "  -c, --config FILE   configuration (default /etc/dm-repl/<resource>.conf)\n"
 	      "  -d, --debug         debug messages\n"
+	      "  -r, --role ROLE     start as primary or secondary, whatever role this\n"
+	      "                      node had (kept in <state-dir>/<resource>.role)\n"
 	      "  -t, --test-config   check the configuration and exit\n"
 	      "  -V, --version\n"
 	      "  -h, --help\n", f);
@@ -65,11 +68,45 @@ static void wait_devices(const struct config *c)
 	}
 }
 
+/*
+ * The role to start in: --role, else the one this node last had (its role
+ * file), else repl.conf's (secondary without one).  Recorded in the role
+ * file, where a switch records the next.  A primary connects to its peers:
+ * each needs an address.
+ */
+static int start_role(struct config *c, int forced)
+{
+	enum repl_role kept;
+	int r;
+
+	r = genstore_role_load(c->state_dir, c->resource, &kept);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (forced) {
+		c->role = (enum repl_role)forced;
+		log_info("%s: starting as %s (--role)", c->resource, config_role_name(c->role));
+	} else if (r == 0) {
+		if (kept != c->role && c->has_role)
+			log_notice("%s: starting as %s, the role this node last had; repl.conf's role = \"%s\" applies to a first start only",
+				   c->resource, config_role_name(kept), config_role_name(c->role));
+		c->role = kept;
+	}
+	for (unsigned int i = 0; c->role == ROLE_PRIMARY && i < c->nr_peers; i++)
+		if (!c->peers[i].has_address)
+			return log_error_errno(-EDESTADDRREQ,
+					       "%s: starting as primary, but peer %s has no address in %s (host[:port])",
+					       c->resource, c->peers[i].name, c->path);
+	if (r == 0 && kept == c->role)
+		return 0;
+	return genstore_role_save(c->state_dir, c->resource, c->role);
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "debug", no_argument, NULL, 'd' },
+		{ "role", required_argument, NULL, 'r' },
 		{ "test-config", no_argument, NULL, 't' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -80,15 +117,26 @@ static int run(int argc, char **argv)
 	char path[4096], err[512];
 	const char *config = NULL;
 	bool debug = false, test = false;
-	int c, r;
+	int c, r, forced = 0;
 
-	while ((c = getopt_long(argc, argv, "c:dtVh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:dr:tVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
 			break;
 		case 'd':
 			debug = true;
+			break;
+		case 'r':
+			if (!strcmp(optarg, "primary")) {
+				forced = ROLE_PRIMARY;
+			} else if (!strcmp(optarg, "secondary")) {
+				forced = ROLE_SECONDARY;
+			} else {
+				fprintf(stderr, "repld: --role %s: expected primary or secondary\n",
+					optarg);
+				return -EINVAL;
+			}
 			break;
 		case 't':
 			test = true;
@@ -131,6 +179,11 @@ static int run(int argc, char **argv)
 	}
 	bool demoted = false;
 
+	r = start_role(cfg, forced);
+	if (r < 0) {
+		config_free(cfg);
+		return r;
+	}
 	wait_devices(cfg);
 	for (;;) {
 		char cpath[4096], dm_name[80];
@@ -174,6 +227,9 @@ static int run(int argc, char **argv)
 		}
 		cfg->role = (enum repl_role)role;
 		demoted = demote;
+		r = genstore_role_save(cfg->state_dir, cfg->resource, cfg->role);
+		if (r < 0)
+			return r;
 		if (!demote && rsnap_active(cfg)) {
 			/* promoted before the resync completed: back to the
 			 * image from before it */

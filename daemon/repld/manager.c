@@ -186,9 +186,11 @@ static void manager_reload(struct manager *m)
 		log_error("reload: %s; keeping the running configuration", err);
 		goto out;
 	}
+	/* the role is runtime state: repl.conf's gives only the first */
+	n->role = c->role;
 	if (strcmp(n->resource, c->resource) || strcmp(n->node, c->node) ||
-	    n->role != c->role || strcmp(n->device, c->device)) {
-		log_error("reload: resource, node, role and device cannot change on reload; keeping the running configuration");
+	    strcmp(n->device, c->device)) {
+		log_error("reload: resource, node and device cannot change on reload; keeping the running configuration");
 		config_free(n);
 		goto out;
 	}

@@ -12,6 +12,8 @@
 #     discard-younger-primary;
 #  3. failover and rejoin: alpha demoted, beta promoted and written to;
 #     alpha rejoins as a secondary with a bitmap resync;
+#  3b. both restarted with unchanged files (alpha's says primary): each
+#     comes back in the role it had (its role file), no full sync;
 #  4. unclean restart of the primary (its metadata as a power loss leaves
 #     it): only the bitmap's regions are resynced;
 #  5. beta keeps a snapshot of its consistent image while it is resynced
@@ -146,6 +148,27 @@ md_role() { "$REPLCTL" --json dump-md --meta "$1" | jq -r .role; }
 [ "$(md_role "$MA")" = secondary ] || fail "alpha's metadata says role $(md_role "$MA")"
 [ "$(md_role "$MB")" = primary ] || fail "beta's metadata says role $(md_role "$MB")"
 pass "failover: beta primary, alpha rejoined as its secondary without a full sync; the metadata records the roles"
+
+# --- 3b. roles are runtime state: both restarted with the same files
+# (alpha's says primary, beta's secondary), each comes back in the role it
+# has now, and they reconnect without a full sync
+kill -TERM "$PID_beta" "$PID_alpha"
+wait "$PID_beta" || fail "beta's repld did not stop cleanly"
+wait "$PID_alpha" || fail "alpha's repld did not stop cleanly"
+[ "$(cat /tmp/state-beta/r0.role)" = primary ] || fail "beta's role file: $(cat /tmp/state-beta/r0.role)"
+start beta
+start alpha
+[ "$(st beta .role)" = primary ] && [ "$(st alpha .role)" = secondary ] ||
+	fail "after a restart: beta $(st beta .role), alpha $(st alpha .role)"
+grep -q "starting as secondary, the role this node last had" /tmp/alpha.log ||
+	fail "alpha does not say why it is not what its file says"
+connected beta alpha || { cat /tmp/beta.log; fail "alpha did not rejoin beta after the restart"; }
+dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=1 seek=31 oflag=direct status=none
+connected beta alpha
+wait_for 20 "[ \"\$(st beta '.peers[0].durable')\" = \"\$(st beta .target.head)\" ]" || fail "not durable on alpha"
+same $((48 * MiB)) || fail "alpha differs from beta after the restart"
+! grep -q "full sync" /tmp/beta.log || fail "full sync after the restart: $(grep -B3 'full sync' /tmp/beta.log)"
+pass "restarted with unchanged files: beta still primary, alpha still its secondary (role files), in sync"
 
 # back: alpha primary again, and an unclean restart of it
 ctl beta secondary r0 > /dev/null || fail "beta not demoted again"
