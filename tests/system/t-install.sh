@@ -73,27 +73,7 @@ boot1() {
 		log "the old repld@.service installed over the package's"
 	fi
 
-	(umask 077 && openssl rand -hex 32 > /etc/dm-repl/r0.psk)
-	cat > /etc/dm-repl/r0.conf <<-EOC
-		resource = "r0";
-		node = "alpha";
-		role = "primary";
-		device = "$A";
-		meta-device = "$M";
-		peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "sync"; } );
-		tls-psk-file = "/etc/dm-repl/r0.psk";
-	EOC
-	cat > /etc/dm-repl/r0-beta.conf <<-EOC
-		resource = "r0";
-		node = "beta";
-		role = "secondary";
-		device = "$BD";
-		listen = "127.0.0.1:7789";
-		control-socket = "/run/dm-repl/r0-beta.sock";
-		state-dir = "/var/lib/dm-repl/beta";
-		peers = ( { name = "alpha"; address = "127.0.0.1"; } );
-		tls-psk-file = "/etc/dm-repl/r0.psk";
-	EOC
+	r0_configs "$A" "$BD" 127.0.0.1 "meta-device = \"$M\";"
 	replctl create-md r0 > "$STATE/create-md.log" 2>&1 || { cat "$STATE/create-md.log"; fail "replctl create-md r0"; }
 	systemctl enable --now repld@r0-beta.service || fail "systemctl enable --now repld@r0-beta"
 	systemctl enable --now repld@r0.service || { journalctl -u repld@r0 --no-pager | tail -n 20; fail "systemctl enable --now repld@r0"; }

@@ -66,28 +66,7 @@ boot1() {
 	lvcreate -q -y -L 8M -n r0-meta vg0 && lvcreate -q -y -L 96M -n r0-replica vg1 || fail "lvcreate"
 	log "under dm-repl: backing $A, metadata vg0/r0-meta, replica vg1/r0-replica"
 
-	(umask 077 && openssl rand -hex 32 > /etc/dm-repl/r0.psk)
-	cat > /etc/dm-repl/r0.conf <<-EOC
-		resource = "r0";
-		node = "alpha";
-		role = "primary";
-		device = "$A";
-		meta-device = "/dev/vg0/r0-meta";
-		peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "sync"; } );
-		tls-psk-file = "/etc/dm-repl/r0.psk";
-		initial-sync = "skip";
-	EOC
-	cat > /etc/dm-repl/r0-beta.conf <<-EOC
-		resource = "r0";
-		node = "beta";
-		role = "secondary";
-		device = "/dev/vg1/r0-replica";
-		listen = "127.0.0.1:7789";
-		control-socket = "/run/dm-repl/r0-beta.sock";
-		state-dir = "/var/lib/dm-repl/beta";
-		peers = ( { name = "alpha"; address = "127.0.0.1:7790"; mode = "sync"; } );
-		tls-psk-file = "/etc/dm-repl/r0.psk";
-	EOC
+	r0_configs "$A" /dev/vg1/r0-replica 127.0.0.1:7790 'meta-device = "/dev/vg0/r0-meta";' 'initial-sync = "skip";'
 	replctl create-md r0 > "$STATE/create-md.log" 2>&1 || { cat "$STATE/create-md.log"; fail "replctl create-md r0"; }
 	systemctl enable --now repld@r0-beta.service repld@r0.service || fail "systemctl enable --now"
 	# both start zeroed (fresh sparse disks): no initial sync, system/install has one

@@ -18,3 +18,22 @@ next_boot() {
 	sync
 	echo "SYS_GUEST_NEXT=boot"
 }
+# r0_configs ALPHA_DEVICE BETA_DEVICE BETA_PEER_ADDRESS [LINE...] : the
+# resource r0 on this one node, TLS with a pre-shared key
+# (/etc/dm-repl/r0.psk): /etc/dm-repl/r0.conf, alpha, the primary, sync to
+# beta, with the LINEs (repl.conf settings) added; /etc/dm-repl/r0-beta.conf,
+# beta, its secondary, listening on 127.0.0.1:7789, state and control socket
+# apart from alpha's, alpha at BETA_PEER_ADDRESS
+r0_configs() {
+	local a=$1 b=$2 pa=$3
+	shift 3
+	(umask 077 && openssl rand -hex 32 > /etc/dm-repl/r0.psk)
+	printf '%s\n' 'resource = "r0";' 'node = "alpha";' 'role = "primary";' "device = \"$a\";" "$@" \
+		'peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "sync"; } );' \
+		'tls-psk-file = "/etc/dm-repl/r0.psk";' > /etc/dm-repl/r0.conf
+	printf '%s\n' 'resource = "r0";' 'node = "beta";' 'role = "secondary";' "device = \"$b\";" \
+		'listen = "127.0.0.1:7789";' 'control-socket = "/run/dm-repl/r0-beta.sock";' \
+		'state-dir = "/var/lib/dm-repl/beta";' \
+		"peers = ( { name = \"alpha\"; address = \"$pa\"; mode = \"sync\"; } );" \
+		'tls-psk-file = "/etc/dm-repl/r0.psk";' > /etc/dm-repl/r0-beta.conf
+}
