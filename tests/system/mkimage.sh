@@ -22,7 +22,9 @@ MIRROR=${MIRROR:-$({ cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /e
 MIRROR=${MIRROR%/}
 SECMIRROR=${SECMIRROR:-$MIRROR-security}
 # ifupdown: networking.service and network-online.target as on an installed Debian
-BASE=systemd-sysv,udev,kmod,dmsetup,lvm2,iproute2,ifupdown,fio,e2fsprogs,jq,procps,openssl,util-linux
+# resource-agents and libxml2-utils: ocf-tester and its xmllint (system/ocf),
+# installed here, natively, rather than in the emulated guest (minutes)
+BASE=systemd-sysv,udev,kmod,dmsetup,lvm2,iproute2,ifupdown,fio,e2fsprogs,jq,procps,openssl,util-linux,resource-agents,libxml2-utils
 # what dm-repl-utils and dm-repl-dkms depend on, in the local repository
 DEPS="dkms libaio1 libconfig9 libjson-c5 libmicrohttpd12 libprotobuf-c1 libssl3 libxxhash0"
 # installed: the running kernel's headers, as on a machine that uses DKMS
