@@ -178,7 +178,7 @@ int genstore_role_load(const char *state_dir, const char *resource, enum repl_ro
 		r = -EUCLEAN;
 	free(text);
 	if (r < 0)
-		log_error("%s: %s names no role (primary or secondary): remove it to start in repl.conf's role",
+		log_error("%s: %s names no role (primary or secondary): remove it to start in repl.conf's role, or start with --role",
 			  resource, path);
 	return r;
 }

@@ -79,8 +79,9 @@ static int start_role(struct config *c, int forced)
 	enum repl_role kept;
 	int r;
 
+	/* a role file that names no role stops repld, unless --role says */
 	r = genstore_role_load(c->state_dir, c->resource, &kept);
-	if (r < 0 && r != -ENOENT)
+	if (r < 0 && r != -ENOENT && !forced)
 		return r;
 	if (forced) {
 		c->role = (enum repl_role)forced;

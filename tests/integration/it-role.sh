@@ -57,10 +57,18 @@ wait_for 10 "\"$REPLCTL\" -s \"$T/beta.sock\" --json status 2> /dev/null | jq -e
 [ "$(cat "$ROLEF")" = secondary ] || fail "--role secondary not recorded: $(cat "$ROLEF")"
 kill -TERM "$BETA"
 wait "$BETA" || { rc=$?; tail -n 5 "$T/beta.log"; fail "the secondary did not stop cleanly (exit $rc)"; }
-# and a file naming no role, or a bad --role, is refused
+# and a file naming no role, or a bad --role, is refused; --role mends
+# such a file
 echo prime > "$ROLEF"
 out=$("$REPLD" -c "$T/beta.conf" 2>&1) && fail "started with a role file naming no role"
 echo "$out" | grep -q "names no role" || fail "no clear reason: $out"
 out=$("$REPLD" --role leader -c "$T/beta.conf" 2>&1) && fail "started with --role leader"
 echo "$out" | grep -q "expected primary or secondary" || fail "no clear reason: $out"
+# --role mends such a file
+ip netns exec "$NS" "$REPLD" --role secondary -c "$T/beta.conf" >> "$T/beta.log" 2>&1 &
+BETA=$!
+PIDS+=($BETA)
+wait_for 10 "[ \"\$(cat \"$ROLEF\")\" = secondary ]" || { tail -n 5 "$T/beta.log"; fail "--role did not mend the role file: $(cat "$ROLEF")"; }
+kill -TERM "$BETA"
+wait "$BETA" || fail "the secondary did not stop cleanly"
 pass "the role file decides the start, --role overrides it, a bad one is refused"
