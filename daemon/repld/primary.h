@@ -58,6 +58,7 @@ struct replica {
 	bool need_full;			/* its copy is unknown: every region */
 	bool rs_again;			/* start another bitmap pass after this */
 	bool join_pending;		/* sent the JOIN flush, no answer yet */
+	uint64_t gap_scanned;		/* the ring looked at for a GAP not yet sent */
 	uint64_t resyncs_done, last_resync_bytes;
 	uint64_t verifies_done, last_verify_mismatches;
 	uint64_t rs_gen;		/* peerbits_gen() when its pass took its regions */

@@ -560,6 +560,7 @@ int stream_resync_start(struct replica *rp, enum rs_kind kind)
 
 	if (rp->rs)
 		return -EBUSY;
+	rp->gap_scanned = 0;
 	if (!pri->rs_io) {
 		r = resync_io_new(pri->env->loop, c->device, stream_resync_completed, pri,
 				  &pri->rs_io);
@@ -632,11 +633,40 @@ void stream_resync_flushed(struct replica *rp, uint64_t id)
 	}
 }
 
+/*
+ * Whether the ring holds a GAP the peer has not been sent yet (its queue
+ * was full when the ring overflowed).  The GAP's regions need another
+ * pass, which the stream learns when it sends the GAP: until then no pass
+ * may end, or its final flush would tell the peer its copy is complete
+ * while it lacks the overflow's writes (it would say UpToDate, and record
+ * it, until the GAP arrived).  Looks at each record once.
+ */
+static bool stream_gap_unsent(struct replica *rp)
+{
+	struct primary *pri = rp->pri;
+	uint64_t prod = ring_prod(pri->ring), s;
+
+	for (s = rp->gap_scanned > rp->cursor ? rp->gap_scanned : rp->cursor; s < prod; s++) {
+		const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
+
+		if (rec && rec->op == DM_REPL_OP_GAP) {
+			rp->gap_scanned = s;	/* here again until the stream sent it */
+			return true;
+		}
+	}
+	rp->gap_scanned = prod;
+	return false;
+}
+
 /* Drive the peer's pass; a verify's result and a failure end it here. */
 static void stream_resync_step(struct replica *rp)
 {
 	const struct config *c = rp->pri->env->cfg;
-	int r = resync_step(rp->rs, rp->cursor, c->resync_rate_mb, rp->pri->gens.current);
+	int r;
+
+	if (stream_gap_unsent(rp))
+		return;		/* it waits for the GAP to go out first */
+	r = resync_step(rp->rs, rp->cursor, c->resync_rate_mb, rp->pri->gens.current);
 
 	if (r == RESYNC_VERIFIED) {
 		uint64_t n = resync_mismatches(rp->rs);
