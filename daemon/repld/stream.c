@@ -634,8 +634,8 @@ void stream_resync_flushed(struct replica *rp, uint64_t id)
 }
 
 /*
- * Whether the ring holds a GAP the peer has not been sent yet (its queue
- * was full when the ring overflowed).  The GAP's regions need another
+ * Whether the ring overflowed and its GAP has not been sent to the peer
+ * yet (the target is still overflowing, or the peer's queue was full).  The GAP's regions need another
  * pass, which the stream learns when it sends the GAP: until then no pass
  * may end, or its final flush would tell the peer its copy is complete
  * while it lacks the overflow's writes (it would say UpToDate, and record
@@ -646,6 +646,9 @@ static bool stream_gap_unsent(struct replica *rp)
 	struct primary *pri = rp->pri;
 	uint64_t prod = ring_prod(pri->ring), s;
 
+	/* overflowing: the GAP is not even in the ring yet */
+	if (ring_state(pri->ring) & DM_REPL_STATE_OVERFLOW)
+		return true;
 	for (s = rp->gap_scanned > rp->cursor ? rp->gap_scanned : rp->cursor; s < prod; s++) {
 		const struct dm_repl_rec *rec = ring_rec(pri->ring, s);
 
