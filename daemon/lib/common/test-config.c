@@ -21,56 +21,59 @@
 
 static char dir[] = "/tmp/test-config-XXXXXX";
 
-/* The port of peer 0 of a configuration of role with that address. */
-static unsigned int port_of(const char *role, const char *address)
+/* The configuration of text (written to a file in dir), loaded. */
+static struct config *load(const char *text)
 {
 	char path[4096], err[512];
 	struct config *c = NULL;
-	unsigned int port;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/r0.conf", dir);
 	f = fopen(path, "w");
 	CHECK(f, "fopen");
-	fprintf(f, "resource = \"r0\";\nnode = \"beta\";\nrole = \"%s\";\ndevice = \"/dev/null\";\n"
-		"listen = \"127.0.0.1:7789\";\ntransport = \"plain-insecure\";\n"
-		"peers = ( { name = \"alpha\"; address = \"%s\"; } );\n", role, address);
+	fputs(text, f);
 	fclose(f);
 	CHECK_RC(config_load(path, &c, err, sizeof(err)), 0);
+	return c;
+}
+
+static unsigned int port(const struct config_addr *a)
+{
+	if (a->sa.ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)&a->sa)->sin6_port);
+	return ntohs(((const struct sockaddr_in *)&a->sa)->sin_port);
+}
+
+/* The port of peer 0 of a configuration of role with that address. */
+static unsigned int port_of(const char *role, const char *address)
+{
+	char text[512];
+	struct config *c;
+	unsigned int p;
+
+	snprintf(text, sizeof(text),
+		 "resource = \"r0\";\nnode = \"beta\";\nrole = \"%s\";\ndevice = \"/dev/null\";\n"
+		 "listen = \"127.0.0.1:7789\";\ntransport = \"plain-insecure\";\n"
+		 "peers = ( { name = \"alpha\"; address = \"%s\"; } );\n", role, address);
+	c = load(text);
 	CHECK(c->peers[0].has_address, "%s %s: no address", role, address);
-	if (c->peers[0].address.sa.ss_family == AF_INET6)
-		port = ntohs(((struct sockaddr_in6 *)&c->peers[0].address.sa)->sin6_port);
-	else
-		port = ntohs(((struct sockaddr_in *)&c->peers[0].address.sa)->sin_port);
+	p = port(&c->peers[0].address);
 	CHECK(!strcmp(c->peers[0].address.text, address), "text '%s'", c->peers[0].address.text);
 	config_free(c);
-	return port;
+	return p;
 }
 
 /* role and listen left out: secondary at first start, any address, 7789 */
 static void defaults(void)
 {
-	char path[4096], err[512];
-	struct config *c = NULL;
-	unsigned int port;
-	FILE *f;
+	struct config *c = load("resource = \"r0\";\nnode = \"alpha\";\ndevice = \"/dev/null\";\n"
+				"transport = \"plain-insecure\";\n"
+				"peers = ( { name = \"beta\"; address = \"192.0.2.2\"; } );\n");
 
-	snprintf(path, sizeof(path), "%s/r0.conf", dir);
-	f = fopen(path, "w");
-	CHECK(f, "fopen");
-	fprintf(f, "resource = \"r0\";\nnode = \"alpha\";\ndevice = \"/dev/null\";\n"
-		"transport = \"plain-insecure\";\n"
-		"peers = ( { name = \"beta\"; address = \"192.0.2.2\"; } );\n");
-	fclose(f);
-	CHECK_RC(config_load(path, &c, err, sizeof(err)), 0);
 	CHECK(!c->has_role && c->role == ROLE_SECONDARY, "role %d, has_role %d", c->role,
 	      c->has_role);
 	CHECK(c->listen_default, "listen not the default one");
-	if (c->listen.sa.ss_family == AF_INET6)
-		port = ntohs(((struct sockaddr_in6 *)&c->listen.sa)->sin6_port);
-	else
-		port = ntohs(((struct sockaddr_in *)&c->listen.sa)->sin_port);
-	CHECK(port == CONFIG_DEFAULT_PORT, "default listen port %u", port);
+	CHECK(port(&c->listen) == CONFIG_DEFAULT_PORT, "default listen port %u", port(&c->listen));
 	config_free(c);
 }
 
