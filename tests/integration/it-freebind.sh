@@ -5,11 +5,7 @@
 # the primary connects and replicates, byte-equal.  In a network namespace
 # of its own, whose loopback gets the addresses only later.
 . "$(dirname "$0")/lib.sh"
-NS=dmrepl-fb$$
-ip netns add "$NS" || fail "cannot create a network namespace"
-trap 'cleanup; ip netns del "$NS" 2>/dev/null || true' EXIT
-inns() { ip netns exec "$NS" "$@"; }
-inns ip link set lo up
+own_netns dmrepl-fb
 PORT=7789
 truncate -s 64M "$T/beta.img"
 repl_conf "$T/beta.conf" resource=r0 node=beta role=secondary device="$T/beta.img" \

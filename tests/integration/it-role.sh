@@ -8,11 +8,7 @@
 # and a primary start with a peer that has no address are refused with a
 # clear message.  In a network namespace of its own.
 . "$(dirname "$0")/lib.sh"
-NS=dmrepl-role$$
-ip netns add "$NS" || fail "cannot create a network namespace"
-trap 'cleanup; ip netns del "$NS" 2>/dev/null || true' EXIT
-inns() { ip netns exec "$NS" "$@"; }
-inns ip link set lo up
+own_netns dmrepl-role
 inns ip addr add 10.232.0.2/32 dev lo
 truncate -s 64M "$T/beta.img"
 ROLEF=$T/state-beta/r0.role

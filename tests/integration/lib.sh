@@ -28,6 +28,17 @@ if [ "${DMREPL_TRANSPORT:-plain}" != plain ] && [ -z "${DMREPL_TLS_DIR:-}" ]; th
 	export DMREPL_TLS_DIR
 fi
 
+# own_netns PREFIX : a network namespace of this test's own in $NS, its
+# loopback up, deleted on exit; inns CMD... runs CMD in it (a function:
+# start a daemon to be signalled with "ip netns exec "$NS" ..." instead)
+own_netns() {
+	NS=$1$$
+	ip netns add "$NS" || fail "cannot create a network namespace"
+	trap 'cleanup; ip netns del "$NS" 2>/dev/null || true' EXIT
+	inns ip link set lo up
+}
+inns() { ip netns exec "$NS" "$@"; }
+
 # free_port : a TCP port no socket uses now, below the ephemeral range
 # (32768 and up by default: a port there can be taken by any outgoing
 # connection, e.g. the thousands it-connflood makes, before repld binds it)
