@@ -635,11 +635,12 @@ void stream_resync_flushed(struct replica *rp, uint64_t id)
 
 /*
  * Whether the ring overflowed and its GAP has not been sent to the peer
- * yet (the target is still overflowing, or the peer's queue was full).  The GAP's regions need another
- * pass, which the stream learns when it sends the GAP: until then no pass
- * may end, or its final flush would tell the peer its copy is complete
- * while it lacks the overflow's writes (it would say UpToDate, and record
- * it, until the GAP arrived).  Looks at each record once.
+ * yet (the target is still overflowing, or the peer's queue was full).
+ * The GAP's regions need another pass, which the stream learns when it
+ * sends the GAP: until then no pass may end, or its final flush would tell
+ * the peer its copy is complete while it lacks the overflow's writes (it
+ * would say UpToDate, and record it, until the GAP arrived).  Looks at
+ * each record once.
  */
 static bool stream_gap_unsent(struct replica *rp)
 {
