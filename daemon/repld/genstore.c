@@ -36,11 +36,25 @@ static bool via_target(const struct genstore *gs)
 	return has_meta(gs) && gs->dm_name[0];
 }
 
-static int file_path(const struct genstore *gs, char *buf, size_t len)
+/* <state-dir>/<resource>.<suffix> */
+static int state_path(const char *state_dir, const char *resource, const char *suffix,
+		      char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s/%s.gens", gs->state_dir, gs->resource);
+	int n = snprintf(buf, len, "%s/%s.%s", state_dir, resource, suffix);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int state_dir_make(const char *state_dir, const char *resource)
+{
+	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(-errno, "%s: state directory %s", resource, state_dir);
+	return 0;
+}
+
+static int file_path(const struct genstore *gs, char *buf, size_t len)
+{
+	return state_path(gs->state_dir, gs->resource, "gens", buf, len);
 }
 
 int genstore_load(const struct genstore *gs, struct gens *ret)
@@ -121,9 +135,9 @@ int genstore_save(const struct genstore *gs, const struct gens *g)
 		r = file_path(gs, path, sizeof(path));
 		if (r < 0)
 			return r;
-		if (mkdir(gs->state_dir, 0700) < 0 && errno != EEXIST)
-			return log_error_errno(-errno, "%s: state directory %s", gs->resource,
-					       gs->state_dir);
+		r = state_dir_make(gs->state_dir, gs->resource);
+		if (r < 0)
+			return r;
 		snprintf(text, sizeof(text), "%016" PRIx64 " %016" PRIx64 " %016" PRIx64
 			 " %016" PRIx64 "\n", v[0], v[1], v[2], v[3]);
 		r = fileio_write_atomic(path, text);
@@ -148,20 +162,13 @@ struct json_object *genstore_json(const struct gens *g)
 	return o;
 }
 
-static int role_path(const char *state_dir, const char *resource, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%s/%s.role", state_dir, resource);
-
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
 int genstore_role_load(const char *state_dir, const char *resource, enum repl_role *ret)
 {
 	char path[PATH_MAX], *text = NULL;
 	size_t len;
 	int r;
 
-	r = role_path(state_dir, resource, path, sizeof(path));
+	r = state_path(state_dir, resource, "role", path, sizeof(path));
 	if (r < 0)
 		return log_error_errno(r, "%s: role file in %s", resource, state_dir);
 	r = fileio_read_text(path, &text, &len);
@@ -188,11 +195,12 @@ int genstore_role_save(const char *state_dir, const char *resource, enum repl_ro
 	char path[PATH_MAX], text[16];
 	int r;
 
-	r = role_path(state_dir, resource, path, sizeof(path));
+	r = state_path(state_dir, resource, "role", path, sizeof(path));
 	if (r < 0)
 		return log_error_errno(r, "%s: role file in %s", resource, state_dir);
-	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
-		return log_error_errno(-errno, "%s: creating %s", resource, state_dir);
+	r = state_dir_make(state_dir, resource);
+	if (r < 0)
+		return r;
 	snprintf(text, sizeof(text), "%s\n", config_role_name(role));
 	r = fileio_write_atomic(path, text);
 	if (r < 0)
