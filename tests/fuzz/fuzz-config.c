@@ -11,7 +11,8 @@
  *
  * A configuration config_load() accepts must hold what repl.conf(5)
  * promises: valid names, absolute paths, 1 to CFG_MAX_PEERS peers of
- * unique names other than the node's, a primary's peers with addresses.
+ * unique names other than the node's, a primary's peers with addresses,
+ * fence-peer-timeout-ms in its range.
  */
 #include <errno.h>
 #include <grp.h>
@@ -75,6 +76,9 @@ static void check_config(const struct config *c, const char *path)
 	ASSERT(c->listen.len > 0 && c->listen.len <= sizeof(c->listen.sa) &&
 	       terminated(c->listen.text, sizeof(c->listen.text)));
 	ASSERT(c->has_role || c->role == ROLE_SECONDARY);
+	ASSERT(terminated(c->fence_peer, sizeof(c->fence_peer)) &&
+	       (!c->fence_peer[0] || c->fence_peer[0] == '/'));
+	ASSERT(c->fence_peer_timeout_ms >= 100 && c->fence_peer_timeout_ms <= 3600000);
 	ASSERT(c->nr_peers >= 1 && c->nr_peers <= CFG_MAX_PEERS && c->peers);
 	for (unsigned int i = 0; i < c->nr_peers; i++) {
 		const struct config_peer *p = &c->peers[i];

@@ -228,6 +228,20 @@ peers = ( {name="a";}, {name="b";}, {name="c";}, {name="d";}, {name="e";}, {name
   {name="g";}, {name="h";}, {name="i";}, {name="j";}, {name="k";}, {name="l";},
   {name="m";}, {name="n";}, {name="o";}, {name="p";}, {name="q";} );
 END
+conf valid-fence-peer <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+fence-peer = "/bin/sh"; fence-peer-timeout-ms = 30000;
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; mode = "sync"; } );
+END
+conf bad-fence-peer-relative <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+fence-peer = "bin/fence"; fence-peer-timeout-ms = 50;
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
+conf bad-fence-peer-not-a-file <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb"; fence-peer = "/dev/null";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; } );
+END
 conf bad-long-strings <<'END'
 resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
 dm-name = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

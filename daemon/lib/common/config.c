@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libconfig.h>
 
@@ -152,7 +154,7 @@ static const char *const root_keys[] = {
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
 	"congestion-fill-pct", "transport", "tls-ca", "tls-cert", "tls-key", "tls-psk-file",
-	"tls-ktls", "tls-ciphersuites", NULL,
+	"tls-ktls", "tls-ciphersuites", "fence-peer", "fence-peer-timeout-ms", NULL,
 };
 
 static const char *const peer_keys[] = { "name", "address", "mode", NULL };
@@ -376,6 +378,37 @@ static int cfg_transport(struct cfg_ctx *x, const config_setting_t *root, struct
 			"no transport security: set tls-psk-file, or tls-ca, tls-cert and tls-key (TLS 1.3); for plain TCP set transport = \"plain-insecure\"");
 }
 
+/*
+ * fence-peer: an absolute path to an executable regular file, checked
+ * now, so that a typo shows at "repld -t" or at a reload rather than when
+ * a peer is lost.  The program runs as repld's user: root.
+ */
+static int cfg_fence_peer(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
+	const config_setting_t *s = config_setting_get_member(root, "fence-peer");
+	struct stat st;
+	int r;
+
+	c->fence_peer_timeout_ms = 60000;
+	if ((r = cfg_uint(x, root, "fence-peer-timeout-ms", 100, 3600000,
+			  &c->fence_peer_timeout_ms)) < 0)
+		return r;
+	if ((r = cfg_string(x, root, "fence-peer", false, c->fence_peer,
+			    sizeof(c->fence_peer))) <= 0)
+		return r;
+	if (c->fence_peer[0] != '/')
+		return cfg_fail(x, s, "fence-peer: expected an absolute path, not '%s'",
+				c->fence_peer);
+	if (stat(c->fence_peer, &st) < 0)
+		return cfg_fail(x, s, "fence-peer: %s: %s", c->fence_peer, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return cfg_fail(x, s, "fence-peer: %s is not a regular file", c->fence_peer);
+	if (access(c->fence_peer, X_OK) < 0)
+		return cfg_fail(x, s, "fence-peer: %s is not executable: %s", c->fence_peer,
+				strerror(errno));
+	return 0;
+}
+
 static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
 {
 	char role[32] = "", listen[256] = "", loss[32] = "degrade", group[64] = "";
@@ -545,6 +578,8 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 					"after-split-brain '%s': expected disconnect, discard-younger-primary or discard-least-changes",
 					asb);
 	}
+	if ((r = cfg_fence_peer(x, root, c)) < 0)
+		return r;
 	if ((r = cfg_peers(x, root, c)) < 0)
 		return r;
 	return cfg_transport(x, root, c);

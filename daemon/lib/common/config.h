@@ -111,6 +111,10 @@ struct config {
 	bool skip_initial_sync;		/* initial-sync = "skip" */
 	enum after_split_brain after_split_brain;
 	unsigned int drain_timeout_ms;
+	/* primary: the program run to fence a peer that lost the data it
+	 * had, and to unfence it once it has them again; "" none */
+	char fence_peer[PATH_MAX];
+	unsigned int fence_peer_timeout_ms;	/* then it is killed */
 	unsigned int nr_peers;
 	struct config_peer *peers;
 };

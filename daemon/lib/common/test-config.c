@@ -7,13 +7,17 @@
  * given stays; IPv6 in brackets too.  Without role and listen, a node is
  * a secondary at its first start (repld keeps the role from then on) and
  * listens on any address at CONFIG_DEFAULT_PORT: the README's primary,
- * which names neither, can be demoted.
+ * which names neither, can be demoted.  fence-peer must name an
+ * executable regular file by its absolute path, or the file is refused
+ * with a message that names the setting; fence-peer-timeout-ms has a
+ * default and a range.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -21,19 +25,38 @@
 
 static char dir[] = "/tmp/test-config-XXXXXX";
 
-/* The configuration of text (written to a file in dir), loaded. */
-static struct config *load(const char *text)
+/* Write text to <dir>/name, with mode. */
+static void write_file(const char *name, const char *text, mode_t mode)
 {
-	char path[4096], err[512];
-	struct config *c = NULL;
+	char path[4096];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/r0.conf", dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	f = fopen(path, "w");
-	CHECK(f, "fopen");
+	CHECK(f, "fopen %s", path);
 	fputs(text, f);
 	fclose(f);
-	CHECK_RC(config_load(path, &c, err, sizeof(err)), 0);
+	CHECK_RC(chmod(path, mode), 0);
+}
+
+/* Load the configuration of text (written to a file in dir): 0 or -errno, the reason in err. */
+static int try_load(const char *text, struct config **c, char *err, size_t len)
+{
+	char path[4096];
+
+	write_file("r0.conf", text, 0644);
+	snprintf(path, sizeof(path), "%s/r0.conf", dir);
+	return config_load(path, c, err, len);
+}
+
+/* The configuration of text, loaded. */
+static struct config *load(const char *text)
+{
+	struct config *c = NULL;
+	char err[512];
+	int r = try_load(text, &c, err, sizeof(err));
+
+	CHECK(r == 0, "%s", err);
 	return c;
 }
 
@@ -77,6 +100,57 @@ static void defaults(void)
 	config_free(c);
 }
 
+#define PRIMARY	"resource = \"r0\";\nnode = \"alpha\";\nrole = \"primary\";\n" \
+		"device = \"/dev/null\";\ntransport = \"plain-insecure\";\n" \
+		"peers = ( { name = \"beta\"; address = \"192.0.2.2\"; } );\n"
+
+/* A primary's configuration with fence-peer = path (and more settings) is refused for why. */
+static void fence_refused(const char *path, const char *more, const char *why)
+{
+	char text[8192], err[512] = "";
+	struct config *c = NULL;
+
+	snprintf(text, sizeof(text), PRIMARY "fence-peer = \"%s\";\n%s", path, more);
+	CHECK_RC(try_load(text, &c, err, sizeof(err)), -EINVAL);
+	CHECK(!c, "a configuration returned on failure");
+	CHECK(strstr(err, why), "fence-peer = \"%s\": '%s', want '%s'", path, err, why);
+}
+
+/* fence-peer: an executable regular file, by its absolute path */
+static void fence_peer(void)
+{
+	char exe[4096], plain[4096], text[8192];
+	struct config *c;
+
+	write_file("fence.sh", "#!/bin/sh\nexit 0\n", 0755);
+	write_file("plain.sh", "#!/bin/sh\nexit 0\n", 0644);
+	snprintf(exe, sizeof(exe), "%s/fence.sh", dir);
+	snprintf(plain, sizeof(plain), "%s/plain.sh", dir);
+
+	c = load(PRIMARY);
+	CHECK(!c->fence_peer[0], "fence-peer '%s' without the setting", c->fence_peer);
+	CHECK(c->fence_peer_timeout_ms == 60000, "default timeout %u", c->fence_peer_timeout_ms);
+	config_free(c);
+
+	snprintf(text, sizeof(text), PRIMARY "fence-peer = \"%s\";\nfence-peer-timeout-ms = 2500;\n",
+		 exe);
+	c = load(text);
+	CHECK(!strcmp(c->fence_peer, exe), "fence-peer '%s'", c->fence_peer);
+	CHECK(c->fence_peer_timeout_ms == 2500, "timeout %u", c->fence_peer_timeout_ms);
+	config_free(c);
+
+	fence_refused("fence.sh", "", "fence-peer: expected an absolute path");
+	fence_refused("", "", "fence-peer: expected an absolute path");
+	fence_refused(plain, "", "fence-peer: ");
+	fence_refused(plain, "", "is not executable");
+	fence_refused(dir, "", "is not a regular file");
+	fence_refused("/nonexistent/fence", "", "fence-peer: /nonexistent/fence: No such file");
+	fence_refused(exe, "fence-peer-timeout-ms = 99;\n", "fence-peer-timeout-ms: 99 is out of range");
+	fence_refused(exe, "fence-peer-timeout-ms = 3600001;\n", "out of range 100..3600000");
+	unlink(exe);
+	unlink(plain);
+}
+
 int main(void)
 {
 	CHECK(mkdtemp(dir), "mkdtemp");
@@ -88,6 +162,7 @@ int main(void)
 	CHECK(port_of("primary", "[2001:db8::1]") == CONFIG_DEFAULT_PORT, "IPv6, no port");
 	CHECK(port_of("primary", "[2001:db8::1]:7792") == 7792, "IPv6, port 7792");
 	defaults();
+	fence_peer();
 	{
 		char path[4096];
 
@@ -95,7 +170,7 @@ int main(void)
 		unlink(path);
 		rmdir(dir);
 	}
-	printf("config: peer addresses without a port mean %u, on either role; without role and listen, secondary listening on %u: ok\n",
+	printf("config: peer addresses without a port mean %u, on either role; without role and listen, secondary listening on %u; fence-peer an executable file by its absolute path: ok\n",
 	       CONFIG_DEFAULT_PORT, CONFIG_DEFAULT_PORT);
 	return 0;
 }
