@@ -237,7 +237,8 @@ static int subscriber_send(struct ctl_client *k, const char *line)
 		client_free(k);
 		return -1;
 	}
-	memcpy(out, k->out + k->out_off, left);
+	if (left)	/* k->out is NULL before the first line */
+		memcpy(out, k->out + k->out_off, left);
 	memcpy(out + left, line, n);
 	out[left + n] = '\n';
 	free(k->out);
