@@ -313,6 +313,10 @@ void admin_status(struct primary *pri, struct json_object *o)
 		}
 		json_object_object_add(po, "holds_ring", json_object_new_boolean(rp->holds_ring));
 		json_object_object_add(po, "pulled_ahead", json_object_new_uint64(rp->pulled_ahead));
+		json_object_object_add(po, "fence", json_object_new_string(
+			fence_state_name(rp->fence.state)));
+		json_object_object_add(po, "fence_failures",
+				       json_object_new_uint64(rp->fence.failures));
 		if (p->last_error[0])
 			json_object_object_add(po, "last_error",
 					       json_object_new_string(p->last_error));

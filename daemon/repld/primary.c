@@ -144,6 +144,10 @@ static void primary_peer_closed(struct peer *p, enum peer_state was, const char 
 		pri->rotate_pending = true;
 		pri->rotate_mark = ring_prod(pri->ring);
 	}
+	/* ... and a cluster manager must not promote it: fence it (also
+	 * when the administrator disconnected it: we go on writing) */
+	if (was == PEER_UP && !rp->inconsistent)
+		fence_peer_lost(rp);
 	stream_resync_stop(rp, rp->rs ? "connection lost" : NULL);
 	rp->join_pending = false;
 }
@@ -271,6 +275,7 @@ static void primary_tick(struct role *r, uint64_t now)
 	stream_pump(pri);
 	stream_update_ring(pri);
 	stream_check_in_sync(pri);
+	fence_tick(pri, now);
 }
 
 static void primary_status_line(struct role *r, char *line, size_t len)
@@ -519,6 +524,7 @@ static int primary_start(struct role_env *env, const struct role_args *args, str
 	r = primary_open_bits(pri);
 	if (r < 0)
 		return r;
+	fence_load(pri);
 	pri->ev_ring = (struct ev) { .fd = ring_fd(pri->ring), .fn = primary_ring_event };
 	r = loop_add(env->loop, &pri->ev_ring, EPOLLIN | EPOLLPRI);
 	if (r < 0)

@@ -10,9 +10,11 @@
  *   handshake.c  a secondary's Hello and bitmap: where its stream resumes
  *                and what it needs, or why it is refused
  *   admin.c      control commands, reload, status
+ *   fence.c      the fence-peer handler: run when a peer in sync is lost,
+ *                and again once it is UpToDate (fence.h)
  *
  * Calls go down that list, never up: primary.c -> admin.c, handshake.c ->
- * stream.c -> peer.c, resync.c.
+ * stream.c -> fence.c, peer.c, resync.c.
  */
 #ifndef REPL_PRIMARY_H
 #define REPL_PRIMARY_H
@@ -24,6 +26,7 @@
 
 #include "config.h"
 #include "ctl.h"
+#include "fence.h"
 #include "gens.h"
 #include "genstore.h"
 #include "manager.h"
@@ -68,6 +71,8 @@ struct replica {
 	uint64_t peer_bitmap_next;	/* its next piece begins here or later (its regions) */
 	uint64_t peer_sectors;		/* its device's size, from its Hello */
 	bool split_brain;		/* refused: divergent data */
+
+	struct fence fence;		/* the fence-peer handler for it */
 };
 
 struct primary {

@@ -371,6 +371,7 @@ struct replica *stream_replica_new(struct primary *pri, const struct config_peer
 		return NULL;
 	}
 	peer_set_tls(&rp->conn, &pri->env->tls);
+	fence_init(&rp->fence);
 	rp->pri = pri;
 	rp->mode = cp->mode;
 	rp->slot = -1;
@@ -385,6 +386,7 @@ void stream_replica_free(struct replica *rp)
 	if (!rp)
 		return;
 	resync_free(rp->rs, NULL);
+	fence_fini(rp);
 	peer_fini(&rp->conn);
 	free(rp);
 }
