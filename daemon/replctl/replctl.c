@@ -230,8 +230,12 @@ static void print_status(struct json_object *o)
 			struct json_object *p = json_object_array_get_idx(peers, i);
 
 			human_bytes(ju64(p, "lag_bytes"), a, sizeof(a));
-			printf("  %s connection:%s mode:%s replication:%s\n", jstr(p, "name"),
+			printf("  %s connection:%s mode:%s replication:%s", jstr(p, "name"),
 			       jstr(p, "connection"), jstr(p, "mode"), jstr(p, "replication"));
+			/* the fence-peer handler's doing, when there is any */
+			if (*jstr(p, "fence") && strcmp(jstr(p, "fence"), "none"))
+				printf(" fence:%s", jstr(p, "fence"));
+			printf("\n");
 			printf("    lag:%" PRIu64 " records (%s) sent:%" PRIu64 " received:%" PRIu64
 			       " written:%" PRIu64 " durable:%" PRIu64 "\n",
 			       ju64(p, "lag_records"), a, ju64(p, "sent"), ju64(p, "received"),
@@ -852,6 +856,8 @@ static const struct mfam mfams[] = {
 	{ "dmrepl_peer_connects_total", "counter", "Connections to the peer made" },
 	{ "dmrepl_peer_resyncs_total", "counter", "Resyncs of the peer completed" },
 	{ "dmrepl_peer_pulled_ahead_total", "counter", "Times the async peer was pulled ahead" },
+	{ "dmrepl_peer_fenced", "gauge", "1 while the fence-peer handler has fenced the peer" },
+	{ "dmrepl_fence_failures_total", "counter", "Runs of the fence-peer handler for the peer that failed" },
 	{ "dmrepl_resync_remaining_bytes", "gauge", "Bytes the running resync has left (0: none)" },
 	{ "dmrepl_secondary_primary_connected", "gauge", "1 while the secondary's primary is connected" },
 	{ "dmrepl_secondary_consistent", "gauge", "1 while the secondary's copy is consistent" },
@@ -939,6 +945,8 @@ static void metrics_resource(struct mout *o, const char *res, const char *sock)
 			M(o, "dmrepl_peer_connects_total", lp, ju64(p, "connects"));
 			M(o, "dmrepl_peer_resyncs_total", lp, ju64(p, "resyncs_done"));
 			M(o, "dmrepl_peer_pulled_ahead_total", lp, ju64(p, "pulled_ahead"));
+			M(o, "dmrepl_peer_fenced", lp, !strcmp(jstr(p, "fence"), "fenced"));
+			M(o, "dmrepl_fence_failures_total", lp, ju64(p, "fence_failures"));
 			M(o, "dmrepl_resync_remaining_bytes", lp,
 			  json_object_object_get_ex(p, "resync", &rs) ?
 			  ju64(rs, "total_bytes") - ju64(rs, "done_bytes") : 0);

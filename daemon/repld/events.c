@@ -71,6 +71,7 @@ static struct json_object *primary_peer(struct json_object *name, struct json_ob
 		put(o, "resync", get(rs, "kind"));
 	else
 		json_object_object_add(o, "resync", json_object_new_string("none"));
+	put(o, "fence", get(p, "fence"));
 	if (statistics) {
 		put(o, "out-of-sync", get(p, "out_of_sync_regions"));
 		put(o, "lag-records", get(p, "lag_records"));

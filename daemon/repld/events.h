@@ -7,7 +7,8 @@
  *   {"resource":"r0","objects":[
  *     {"object":"resource","name":"r0","role":"Primary"},
  *     {"object":"device","name":"r0","mode":"sync","state":"ok",...},
- *     {"object":"peer","name":"r0","peer-node":"beta","connection":"Connected",...}]}
+ *     {"object":"peer","name":"r0","peer-node":"beta","connection":"Connected",...,
+ *      "fence":"none"}]}
  *
  * repld sends a subscriber one such line whenever it changes (ctl.c);
  * replctl turns successive lines into exists, create, change (old->new)

@@ -20,7 +20,7 @@ timeout 5 "$REPLCTL" -s alpha.sock events r0 --now > now.txt || fail "events --n
 grep -qx "exists resource name:r0 role:Primary node:alpha" now.txt || fail "no resource line: $(cat now.txt)"
 grep -Eq "^exists device name:r0 minor-name:r0 mode:sync state:ok size:[0-9]+$" now.txt ||
 	fail "no device line: $(cat now.txt)"
-grep -q "^exists peer name:r0 peer-node:beta connection:Connected replication:Established peer-disk:UpToDate mode:sync resync:none$" now.txt ||
+grep -q "^exists peer name:r0 peer-node:beta connection:Connected replication:Established peer-disk:UpToDate mode:sync resync:none fence:none$" now.txt ||
 	fail "no peer line: $(cat now.txt)"
 [ "$(tail -n 1 now.txt)" = "exists -" ] || fail "--now does not end with 'exists -'"
 log "--now: $(tr '\n' '|' < now.txt)"
