@@ -15,7 +15,8 @@
  * applied to <file> (the "primary's device") and logged into the ring.
  * Like the target, when the manager put it in sync mode, the producer
  * waits for each record's acknowledgment (up to --hold-ms, then it counts
- * a hold timeout and goes on).  With --check PEER=FILE, at the moment a
+ * a hold timeout in the ring's header, reports the state degraded there
+ * and goes on without waiting until the acknowledgments have caught up).  With --check PEER=FILE, at the moment a
  * record is acknowledged the producer reads FILE (that sync peer's device)
  * and checks the write is there: a sync acknowledgment must never precede
  * the peer's write.
@@ -76,6 +77,8 @@ struct sim {
 	struct check checks[MAX_CHECKS];
 	unsigned int nr_checks;
 	atomic_bool sync;		/* the "target's" mode, set by the manager */
+	pthread_mutex_t state_lock;	/* the ring's state word: both threads set it */
+	uint32_t state;			/* ... DM_REPL_STATE_* */
 	atomic_uint mode_changes;
 	atomic_bool done;
 	atomic_bool stopped;		/* the manager returned */
@@ -90,14 +93,29 @@ struct sim {
 	uint64_t degraded_seq;
 };
 
+/* The state the target reports in the ring header: set bits, then clear bits. */
+static int sim_state(struct sim *s, uint32_t set, uint32_t clear)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&s->state_lock);
+	if (((s->state | set) & ~clear) != s->state) {
+		s->state = (s->state | set) & ~clear;
+		r = ring_mem_set_state(s->ring, s->state);
+	}
+	pthread_mutex_unlock(&s->state_lock);
+	return r;
+}
+
 static int sim_set_mode(void *ctx, bool sync)
 {
 	struct sim *s = ctx;
 
 	atomic_store(&s->sync, sync);
 	atomic_fetch_add(&s->mode_changes, 1);
-	/* the target reports its mode in the ring header */
-	return ring_mem_set_state(s->ring, sync ? DM_REPL_STATE_SYNC : 0);
+	/* like the target: async is neither sync nor degraded */
+	return sync ? sim_state(s, DM_REPL_STATE_SYNC, 0) :
+		      sim_state(s, 0, DM_REPL_STATE_SYNC | DM_REPL_STATE_DEGRADED);
 }
 
 static int sim_set_hold(void *ctx, unsigned int ms)
@@ -161,10 +179,12 @@ static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *
 
 	if (s->degraded) {
 		ring_mem_wait_kick(s->ring, 0);
-		if (ring_mem_acked(s->ring) >= s->degraded_seq && seq - ring_mem_acked(s->ring) <= 64)
+		if (ring_mem_acked(s->ring) >= s->degraded_seq && seq - ring_mem_acked(s->ring) <= 64) {
 			s->degraded = false;
-		else
+			sim_state(s, 0, DM_REPL_STATE_DEGRADED);
+		} else {
 			return;
+		}
 	}
 	while (ring_mem_acked(s->ring) <= seq) {
 		if (!atomic_load(&s->sync) || atomic_load(&s->done))
@@ -173,6 +193,8 @@ static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *
 			s->hold_timeouts++;
 			s->degraded = true;
 			s->degraded_seq = seq + 1;
+			ring_mem_count_hold_timeout(s->ring);
+			sim_state(s, DM_REPL_STATE_DEGRADED, 0);
 			return;
 		}
 		ring_mem_wait_kick(s->ring, 50);
@@ -379,7 +401,8 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
-			 .hold_ms = 5000, .finish_ms = 60000 };
+			 .hold_ms = 5000, .finish_ms = 60000,
+			 .state_lock = PTHREAD_MUTEX_INITIALIZER };
 	const char *cfgpath = NULL, *dev = NULL;
 	_cleanup_(manager_freep) struct manager *m = NULL;
 	struct config *cfg = NULL;

@@ -367,6 +367,18 @@ int ring_mem_set_state(struct ring *r, uint32_t state)
 	return 0;
 }
 
+int ring_mem_count_hold_timeout(struct ring *r)
+{
+	struct dm_repl_ring_hdr *h;
+
+	if (!r->memory)
+		return -EOPNOTSUPP;
+	h = (struct dm_repl_ring_hdr *)r->mem.base;
+	/* the producer's line: only the producer writes it */
+	ring_store_relaxed(&h->hold_timeouts, ring_load_relaxed(&h->hold_timeouts) + 1);
+	return 0;
+}
+
 int ring_mem_mark_dirty(struct ring *r, uint64_t sector, uint32_t nr_sectors)
 {
 	unsigned int shift = MEM_REGION_SHIFT - 9;

@@ -265,6 +265,12 @@ uint64_t ring_mem_acked(const struct ring *r);
 int ring_mem_set_state(struct ring *r, uint32_t state);
 
 /*
+ * Count a sync write released by the hold timeout in hdr.hold_timeouts, as
+ * the kernel does.  -EOPNOTSUPP: not a memory ring.
+ */
+int ring_mem_count_hold_timeout(struct ring *r);
+
+/*
  * Mark the regions of an extent dirty, as the target does for a write it
  * could not log.  -EINVAL beyond the device, -EOPNOTSUPP: not a memory ring.
  */
