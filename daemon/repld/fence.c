@@ -286,9 +286,10 @@ static void fence_run(struct replica *rp, bool fence)
 }
 
 /*
- * While "fence" runs, the target released sync writes by its hold timeout
- * (or took writes while degraded): they completed without the peer, whose
- * copy a cluster manager could still promote.  Logged once per fence.
+ * While "fence" runs for a sync or semi-sync peer, the target released
+ * writes by its hold timeout (or took writes while degraded): they
+ * completed without the peer, whose copy a cluster manager could still
+ * promote.  Logged once per fence.
  */
 static void fence_check_hold(struct replica *rp)
 {
@@ -296,7 +297,8 @@ static void fence_check_hold(struct replica *rp)
 	struct fence *f = &rp->fence;
 	struct ring_info ri;
 
-	if (f->state != FENCE_FENCING || f->warned)
+	/* writes never wait for an async peer: no fence comes before them */
+	if (f->state != FENCE_FENCING || f->warned || rp->mode == MODE_ASYNC)
 		return;
 	ring_get_info(pri->ring, &ri);
 	if (ri.hold_timeouts == f->hold_timeouts &&
@@ -385,13 +387,13 @@ void fence_peer_lost(struct replica *rp)
 	fence_run(rp, true);
 }
 
-/* UpToDate, as status says it, and connected. */
+/* UpToDate, as status says it, and connected (a peer without a slot counts nothing). */
 static bool fence_up_to_date(const struct replica *rp)
 {
 	struct ring_info ri;
 
 	if (rp->conn.state != PEER_UP || rp->admin_down || rp->removed || rp->inconsistent ||
-	    rp->join_pending || !rp->peer_bitmap_done || rp->slot < 0)
+	    rp->join_pending || !rp->peer_bitmap_done)
 		return false;
 	ring_get_info(rp->pri->ring, &ri);
 	return !peerbits_count(rp->pri->pb, rp->slot) && !ri.dirty_regions;
