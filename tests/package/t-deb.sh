@@ -36,7 +36,7 @@ dpkg-deb -x "$DKMS" "$R"
 for f in usr/sbin/repld usr/sbin/replctl \
 	usr/share/man/man8/repld.8.gz usr/share/man/man8/replctl.8.gz \
 	usr/share/man/man5/repl.conf.5.gz usr/share/man/man7/dm-repl.7.gz \
-	usr/share/man/man7/ocf_dm-repl_repl.7.gz usr/lib/ocf/resource.d/dm-repl/repl \
+	usr/share/man/man7/ocf_dm-repl_repl.7.gz usr/lib/ocf/resource.d/dm-repl/repl usr/lib/dm-repl/crm-fence-peer \
 	lib/systemd/system/repld@.service lib/systemd/system/repld@.socket \
 	lib/systemd/system/repld.target lib/systemd/system/dm-repl-exporter.service \
 	lib/udev/rules.d/60-dm-repl.rules \
@@ -48,6 +48,7 @@ for f in usr/sbin/repld usr/sbin/replctl \
 done
 [ -d "$R/etc/dm-repl" ] || fail "/etc/dm-repl is not in dm-repl-utils"
 [ -x "$R/usr/lib/ocf/resource.d/dm-repl/repl" ] || fail "the OCF resource agent is not executable"
+[ -x "$R/usr/lib/dm-repl/crm-fence-peer" ] || fail "the fence-peer handler crm-fence-peer is not executable"
 prog=$(sed -n 's/^IMPORT{program}="\([^ ]*\) udev-below .*/\1/p' "$R/lib/udev/rules.d/68-dm-repl-below.rules")
 [ "$prog" = /usr/sbin/replctl ] && [ -x "$R$prog" ] ||
 	fail "68-dm-repl-below.rules runs '$prog', not the package's /usr/sbin/replctl"
