@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,6 +129,24 @@ static struct tls_ctx *tls_ctx_of(SSL *ssl)
 	return SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
 }
 
+/*
+ * The key as a session for one handshake, made now.  OpenSSL gives every
+ * session a lifetime (304 s from its time) and checks it at each use, and
+ * a client takes the session it offered for its connection's own: the one
+ * session of the context, handed to every handshake, stopped working 5
+ * minutes after repld started.  NULL when out of memory.
+ */
+static SSL_SESSION *tls_psk_session(const struct tls_ctx *t)
+{
+	SSL_SESSION *s = SSL_SESSION_dup(t->psk);
+
+	if (s && !SSL_SESSION_set_time(s, (long)time(NULL))) {
+		SSL_SESSION_free(s);
+		s = NULL;
+	}
+	return s;
+}
+
 /* Client: offer the resource's PSK under the resource's identity. */
 static int tls_psk_use(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
 		       SSL_SESSION **sess)
@@ -139,8 +158,9 @@ static int tls_psk_use(SSL *ssl, const EVP_MD *md, const unsigned char **id, siz
 		*sess = NULL;
 		return 1;
 	}
-	SSL_SESSION_up_ref(t->psk);
-	*sess = t->psk;
+	*sess = tls_psk_session(t);
+	if (!*sess)
+		return 0;
 	*id = (const unsigned char *)t->identity;
 	*idlen = strlen(t->identity);
 	return 1;
@@ -166,9 +186,8 @@ static int tls_psk_find(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SES
 				 shown, t->identity);
 		return 1;
 	}
-	SSL_SESSION_up_ref(t->psk);
-	*sess = t->psk;
-	return 1;
+	*sess = tls_psk_session(t);
+	return *sess ? 1 : 0;
 }
 
 /*
