@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -102,6 +104,44 @@ static int start_role(struct config *c, int forced)
 	return genstore_role_save(c->state_dir, c->resource, c->role);
 }
 
+/*
+ * A secondary writes its device itself, never under the repl device that
+ * this node's primary role left: repld stops without removing it, so that
+ * a restart as primary takes it over (held by it, the metadata device is
+ * busy, and the secondary could not record its state there).  Removed as a
+ * demotion does when nothing has it open, which makes this node's copy the
+ * consistent one it was; refused when something does.
+ */
+static int leftover_repl_device(const struct config *c, bool *demoted)
+{
+	struct dmdev_info info;
+	char dev[32];
+	struct stat st;
+	int r;
+
+	/* a repl device of this name over this very device (its table names
+	 * it major:minor) */
+	if (access("/dev/mapper/control", F_OK) < 0 || stat(c->device, &st) < 0 ||
+	    !S_ISBLK(st.st_mode) || dmdev_get(c->dm_name, &info) < 0 || !info.exists ||
+	    strcmp(info.target, "repl"))
+		return 0;
+	snprintf(dev, sizeof(dev), "%u:%u ", major(st.st_rdev), minor(st.st_rdev));
+	if (strncmp(info.params, dev, strlen(dev)))
+		return 0;
+	if (info.open_count > 0)
+		return log_error_errno(-EBUSY,
+				       "%s: /dev/mapper/%s, the repl device of this node's primary role, is open (%d users: mounted, or used by LVM?): a secondary cannot write below it; stop using it, or start as primary",
+				       c->resource, c->dm_name, info.open_count);
+	r = dmdev_remove(c->dm_name);
+	if (r < 0)
+		return log_error_errno(r, "%s: removing /dev/mapper/%s, left by the primary role",
+				       c->resource, c->dm_name);
+	log_notice("%s: removed /dev/mapper/%s, left by this node's primary role", c->resource,
+		   c->dm_name);
+	*demoted = true;
+	return 0;
+}
+
 static int run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -186,6 +226,13 @@ static int run(int argc, char **argv)
 		return r;
 	}
 	wait_devices(cfg);
+	if (cfg->role == ROLE_SECONDARY) {
+		r = leftover_repl_device(cfg, &demoted);
+		if (r < 0) {
+			config_free(cfg);
+			return r;
+		}
+	}
 	for (;;) {
 		char cpath[4096], dm_name[80];
 		bool demote;
