@@ -3,9 +3,12 @@
 # systemd as PID 1, udev, LVM, dmsetup and fio, the host's kernel modules
 # (the guest boots the host's Debian kernel) and their headers, and a local
 # apt repository holding what dm-repl's packages need beyond that (dkms,
-# the libraries), so that "apt install ./dm-repl-*.deb" in the guest
-# resolves and installs the dependencies with no network.  The guest's
-# test unit runs the payload disk's run.sh (tests/system/sys-run.sh).
+# the libraries; in /var/lib/dm-repl-deps), so that "apt install
+# ./dm-repl-*.deb" in the guest resolves and installs the dependencies with
+# no network; Pacemaker, Corosync and pcs for the cluster suite, not
+# enabled.  The guest's test unit runs the payload disk's run.sh
+# (tests/system/sys-run.sh; tests/cluster boots it with the two-guest
+# harness).
 # Output: <dir>/rootfs.img (raw ext4), <dir>/initrd.img; rebuilt only when
 # this script, the kernel or the guest files change (key in <dir>/key).
 # Usage: tests/system/mkimage.sh <dir>   env: MIRROR, SECMIRROR, KVER
@@ -30,7 +33,10 @@ DEPS="dkms libaio1 libconfig9 libjson-c5 libmicrohttpd12 libprotobuf-c1 libssl3 
 # installed: the running kernel's headers, as on a machine that uses DKMS
 # (unpacking them takes two minutes in the emulated guest)
 HEADERS="linux-headers-$KVER"
-KEY=$({ echo "$BASE $DEPS $HEADERS $KVER $MIRROR"; cat "$0" "$HERE"/guest/sys-boot.sh "$HERE"/guest/sys-boot.service; } | sha256sum | cut -c1-16)
+# the cluster suite's stack, installed but not enabled: the other tests'
+# boots do not start it
+CLUSTER="pacemaker pacemaker-cli-utils corosync pcs"
+KEY=$({ echo "$BASE $DEPS $HEADERS $CLUSTER $KVER $MIRROR"; cat "$0" "$HERE"/guest/sys-boot.sh "$HERE"/guest/sys-boot.service; } | sha256sum | cut -c1-16)
 if [ -f "$D/rootfs.img" ] && [ -f "$D/initrd.img" ] && [ "$(cat "$D/key" 2>/dev/null)" = "$KEY" ]; then
 	echo "mkimage: $D/rootfs.img is up to date"
 	exit 0
@@ -47,7 +53,11 @@ debootstrap --variant=minbase --cache-dir="$CACHE" --include="$BASE" bookworm "$
 	> "$D/debootstrap.log" 2>&1 || { tail -n 30 "$D/debootstrap.log" >&2; exit 1; }
 echo "mkimage: debootstrap $(($(date +%s) - t0)) s"
 cleanup() {
-	for m in dev/pts dev sys proc; do umount "$ROOT/$m" 2> /dev/null || true; done
+	# lazily when busy (a process on the host walking the tree), so that
+	# mkfs does not copy the host's /proc
+	for m in dev/pts dev sys proc; do
+		umount "$ROOT/$m" 2> /dev/null || umount -l "$ROOT/$m" 2> /dev/null || true
+	done
 }
 trap cleanup EXIT
 mount -t proc proc "$ROOT/proc"
@@ -61,19 +71,22 @@ deb $MIRROR bookworm-updates main
 deb $SECMIRROR bookworm-security main
 EOS
 inroot apt-get update -qq
-inroot apt-get install -y -q --no-install-recommends "$HEADERS" > "$D/apt.log" 2>&1 ||
+# shellcheck disable=SC2086
+inroot apt-get install -y -q --no-install-recommends "$HEADERS" $CLUSTER > "$D/apt.log" 2>&1 ||
 	{ tail -n 30 "$D/apt.log" >&2; exit 1; }
+inroot systemctl disable corosync.service pacemaker.service pcsd.service pcsd-ruby.service \
+	> /dev/null 2>&1 || true
 inroot apt-get clean
 # shellcheck disable=SC2086
 inroot apt-get install -y -q --no-install-recommends --download-only $DEPS >> "$D/apt.log" 2>&1 ||
 	{ tail -n 30 "$D/apt.log" >&2; exit 1; }
-REPO=$ROOT/srv/dm-repl-deps
+REPO=$ROOT/var/lib/dm-repl-deps
 mkdir -p "$REPO"
 mv "$ROOT"/var/cache/apt/archives/*.deb "$REPO"/
 (cd "$REPO" && dpkg-scanpackages -m . /dev/null 2> /dev/null > Packages)
 echo "mkimage: local repository: $(ls "$REPO"/*.deb | wc -l) packages, $(du -sh "$REPO" | cut -f1)"
 # from now on the guest's apt sees only the local repository
-echo 'deb [trusted=yes] file:/srv/dm-repl-deps ./' > "$ROOT/etc/apt/sources.list"
+echo 'deb [trusted=yes] file:/var/lib/dm-repl-deps ./' > "$ROOT/etc/apt/sources.list"
 rm -rf "$ROOT"/var/lib/apt/lists/*
 inroot apt-get update -qq
 inroot apt-get clean
