@@ -18,11 +18,11 @@ set -u
 cd /srv || exit 1
 up() { cut -d' ' -f1 /proc/uptime; }
 
-hostname "pair-${PAIR_GUEST:-x}"
+hostname "${PAIR_HOSTNAME:-pair-${PAIR_GUEST:-x}}"
 modprobe virtio_net || { echo "PAIR_AGENT: modprobe virtio_net failed"; exit 1; }
 n=0
 while ! ip link show eth0 >/dev/null 2>&1 && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-if ! ip addr add "$PAIR_IP/24" dev eth0 || ! ip link set eth0 up; then
+if ! ip addr replace "$PAIR_IP/24" dev eth0 || ! ip link set eth0 up; then
 	echo "PAIR_AGENT: eth0 setup failed"
 	ip link
 	exit 1

@@ -47,6 +47,8 @@
 # shellcheck disable=SC2034,SC2016
 
 PAIR_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# what every guest command sources first (a path in the guest)
+PAIR_PRELUDE=${PAIR_PRELUDE:-\$DMREPL_SRC_DIR/tests/vm/pair/pair-guest.sh}
 VM_DIR=$(cd "$PAIR_LIB_DIR/.." && pwd)
 
 declare -A PAIR_IP=([a]=169.254.10.1 [b]=169.254.10.2)
@@ -206,16 +208,22 @@ pair_disk() {
 # disk_img GUEST INDEX : its path on the host
 disk_img() { echo "$RUN/disk-$1$2.img"; }
 
-# ---- pair_start GUEST [--smp N] [--mem MiB] : boot a guest in the background
-# (start B first: with PAIR_NET=tcp its QEMU listens for A's).  Boot number N
-# -> $RUN/GUEST.boot<N>.*
+# ---- pair_start GUEST [--smp N] [--mem MiB] [--system] : boot a guest in
+# the background (start B first: with PAIR_NET=tcp its QEMU listens for A's).
+# Boot number N -> $RUN/GUEST.boot<N>.*
+# --system: the booted Debian of tests/system/mkimage.sh ($PAIR_SYSIMG) with
+# systemd as PID 1 instead of the initramfs, its root a qcow2 overlay
+# ($RUN/GUEST.root.qcow2, kept across boots), the payload tar
+# $PAIR_PAYLOAD (tests/system's sys-boot runs its run.sh, which must run
+# agent.sh) and no view of the host's files: only the share.
 pair_start() {
-	local g=$1 smp=1 mem=1024 share=$RUN/$1 i=0 img p net
+	local g=$1 smp=1 mem=1024 share=$RUN/$1 i=0 img p net sys=0
 	shift
 	while (($#)); do
 		case $1 in
 		--smp) smp=$2; shift 2 ;;
 		--mem) mem=$2; shift 2 ;;
+		--system) sys=1; shift ;;
 		*) fail "pair_start: unknown option $1" ;;
 		esac
 	done
@@ -228,28 +236,43 @@ pair_start() {
 	[[ -d $share/cmd ]] && mv "$share/cmd" "$RUN/$g.boot$((boot - 1)).cmd"
 	mkdir -p "$share/cmd"
 	rm -f "$share/ready" "$share/rc" "$share/dmesg.txt" "$share/dmesg-live.txt" "$share/env" "$share/mounts"
-	local pre=$RUN/$g.boot$boot
+	local pre=$RUN/$g.boot$boot initrd=$INITRD
+	local append="console=ttyS0 panic=-1 oops=panic loglevel=4 printk.time=1 no_timer_check dmrepl.mode=run"
+	if ((sys)); then
+		initrd=$PAIR_SYSIMG/initrd.img
+		append="root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 loglevel=4 printk.time=1 no_timer_check net.ifnames=0"
+		[[ -f $RUN/$g.root.qcow2 ]] ||
+			qemu-img create -q -f qcow2 -b "$PAIR_SYSIMG/rootfs.img" -F raw "$RUN/$g.root.qcow2" ||
+			fail "qemu-img create $RUN/$g.root.qcow2"
+	fi
 	local args=(qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot
-		-machine q35 -monitor none "${BIOS[@]}" -kernel "$BOOT_IMAGE" -initrd "$INITRD"
+		-machine q35 -monitor none "${BIOS[@]}" -kernel "$BOOT_IMAGE" -initrd "$initrd"
 		"${ACCEL_ARGS[@]}" -smp "$smp" -m "$mem" -name "pair-${RUN##*/}-$g"
-		-append "console=ttyS0 panic=-1 oops=panic loglevel=4 printk.time=1 no_timer_check dmrepl.mode=run"
+		-append "$append"
 		-chardev "file,id=con,path=$(qesc "$pre.console.log")" -serial chardev:con
 		-pidfile "$RUN/$g.pid"
 		-qmp "tcp:127.0.0.1:${PORT_QMP[$g]},server=on,wait=off")
+	# shellcheck disable=SC2054 # commas are QEMU's
+	((sys)) && args+=(-drive "file=$(qesc "$RUN/$g.root.qcow2"),if=none,id=root,format=qcow2"
+		-device virtio-blk-pci,drive=root,serial=root)
 	for img in "${disks[@]}"; do
 		args+=(-drive "file=$(qesc "$img"),if=none,id=d$i,format=raw,cache=none,aio=native"
 			-device "virtio-blk-pci,drive=d$i,serial=pair-$g-disk$i")
 		i=$((i + 1))
 	done
 	# shellcheck disable=SC2054 # commas are QEMU's
-	args+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
-		-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
-		-fsdev "local,id=out,path=$(qesc "$share"),security_model=none,multidevs=remap"
+	((sys)) && args+=(-drive "file=$(qesc "$PAIR_PAYLOAD"),if=none,id=pl,format=raw,readonly=on"
+		-device virtio-blk-pci,drive=pl,serial=payload)
+	# shellcheck disable=SC2054 # commas are QEMU's
+	((sys)) || args+=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
+		-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot)
+	# shellcheck disable=SC2054 # commas are QEMU's
+	args+=(-fsdev "local,id=out,path=$(qesc "$share"),security_model=none,multidevs=remap"
 		-device virtio-9p-pci,fsdev=out,mount_tag=out)
 	# host paths that the guest's tmpfs mounts would hide (as vm-run.sh does)
 	: >"$share/mounts"
 	local nx=0 h
-	while read -r p; do
+	((sys)) || while read -r p; do
 		for h in /tmp /run /mnt /var/tmp /var/log /var/lib/drbd /srv; do
 			[[ $p == "$h"/* ]] || continue
 			if ! awk -v p="$p" 'index(p, $2 "/") == 1 { f = 1 } END { exit !f }' "$share/mounts"; then
@@ -310,7 +333,8 @@ pair_qemu_pid() {
 	[[ -n $p ]] && grep -qa -- "pair-${RUN##*/}-$1" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
 }
 
-# pair_wait_ready GUEST... : until each agent is up (network configured)
+# pair_wait_ready GUEST... : until each agent is up (network configured),
+# at most $PAIR_READY_S (180) seconds
 pair_wait_ready() {
 	local g i
 	for g in "$@"; do
@@ -322,7 +346,8 @@ pair_wait_ready() {
 				cat "$RUN/$g.boot$boot.qemu.log"
 				fail "guest $g died before its agent was ready (QEMU exit status $(cat "$RUN/$g.boot$boot.exit" 2>/dev/null))"
 			fi
-			((i < 1800)) || { tail -n 30 "$RUN/$g.boot$boot.console.log" | tr -d '\r'; fail "guest $g not ready in 180 s"; }
+			((i < ${PAIR_READY_S:-180} * 10)) ||
+				{ tail -n 30 "$RUN/$g.boot$boot.console.log" | tr -d '\r'; fail "guest $g not ready in ${PAIR_READY_S:-180} s"; }
 			sleep 0.1
 		done
 		log "guest $g ready (guest uptime $(cat "$RUN/$g/ready") s)"
@@ -330,14 +355,14 @@ pair_wait_ready() {
 }
 
 # ---- commands in a guest
-# gcmd GUEST NAME SCRIPT : start SCRIPT (bash, `set -eu`, pair-guest.sh sourced)
-# in GUEST; output -> $RUN/GUEST/cmd/NAME.out, status -> NAME.rc, pid -> NAME.pid
+# gcmd GUEST NAME SCRIPT : start SCRIPT (bash, `set -eu`, $PAIR_PRELUDE
+# sourced: by default pair-guest.sh) in GUEST; output -> $RUN/GUEST/cmd/NAME.out, status -> NAME.rc, pid -> NAME.pid
 gcmd() {
 	local d=$RUN/$1/cmd
 	rm -f "$d/$2".*
 	{
 		echo "set -eu"
-		echo ". \"\$DMREPL_SRC_DIR/tests/vm/pair/pair-guest.sh\""
+		echo ". \"$PAIR_PRELUDE\""
 		printf '%s\n' "$3"
 	} >"$d/$2.tmp" && mv "$d/$2.tmp" "$d/$2.sh"
 }
@@ -443,7 +468,8 @@ pair_stop() {
 	pair_alive "$g" && fail "guest $g did not power off in $tmo s"
 	wait "$(cat "$RUN/$g.wpid")" 2>/dev/null || true
 	pair_save_boot "$g" clean
-	grep -q '^DMREPL_VM_RC=0$' "$pre.console.txt" ||
+	# (a --system guest's line comes through the journal: "[time] unit[pid]: ")
+	grep -Eq '(^|\]: )DMREPL_VM_RC=0$' "$pre.console.txt" ||
 		{ tail -n 20 "$pre.console.txt"; fail "guest $g: no DMREPL_VM_RC=0 at power off"; }
 	log "guest $g powered off cleanly"
 }
