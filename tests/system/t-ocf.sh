@@ -11,7 +11,9 @@
 #    was last primary (--role secondary, once); a promotion is refused
 #    while alpha is primary and connected, and nothing changes: beta stays
 #    secondary, no repl device of its own;
-#  - a bad resource name fails validate-all with "not configured" (6).
+#  - a bad resource name fails validate-all with "not configured" (6), as
+#    does an instance of a clone that is not promotable; one of a
+#    promotable clone (promoted_max, as Pacemaker 2.1 gives it) passes.
 # shellcheck disable=SC1091
 . /run/payload/lib.sh
 RA=/usr/lib/ocf/resource.d/dm-repl/repl
@@ -50,6 +52,15 @@ ra monitor
 rc=$?
 [ $rc = 0 ] || fail "monitor of the secondary: $rc"
 log "promotion refused while alpha is primary and connected; beta still secondary"
+
+# an instance of a promotable clone as Pacemaker 2.1 describes it (the
+# clone's promoted-max, no "promotable"), and of a plain clone
+out=$(OCF_RESKEY_CRM_meta_clone=0 OCF_RESKEY_CRM_meta_promoted_max=1 ra validate-all 2>&1)
+rc=$?
+[ $rc = 0 ] || fail "validate-all in a promotable clone (promoted_max=1): exit $rc ($out)"
+out=$(OCF_RESKEY_CRM_meta_clone=0 ra validate-all 2>&1)
+rc=$?
+[ $rc = 6 ] || fail "validate-all in a clone that is not promotable: exit $rc, expected 6 ($out)"
 
 # the bad resource name
 out=$(OCF_RESKEY_resource=nosuch OCF_RESOURCE_INSTANCE=x "$RA" validate-all 2>&1)
