@@ -99,7 +99,7 @@ boot1() {
 	echo "/dev/mapper/r0 /srv/data ext4 defaults 0 2" >> /etc/fstab
 	systemctl daemon-reload
 	mount /srv/data || fail "mount /srv/data"
-	cp -a /usr/share/doc /srv/data/
+	copy_docs /srv/data || fail "copy the documentation to /srv/data"
 	head -c 8M /dev/urandom > /srv/data/random
 	sync
 	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"

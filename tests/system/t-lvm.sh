@@ -105,7 +105,7 @@ boot1() {
 	mount /srv/data && mount /srv/logs || fail "mount /srv/data, /srv/logs"
 	head -c 1M /dev/urandom > /srv/logs/log
 	sha256sum /srv/logs/log > "$STATE/log.sum"
-	cp -a /usr/share/doc /srv/data/
+	copy_docs /srv/data || fail "copy the documentation to /srv/data"
 	head -c 4M /dev/urandom > /srv/data/random
 	sync
 	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"

@@ -18,6 +18,19 @@ next_boot() {
 	sync
 	echo "SYS_GUEST_NEXT=boot"
 }
+# copy_docs DIR : a tree of files to carry, /usr/share/doc's packages in
+# DIR/doc up to 16 MiB (the image's documentation grows with what it
+# installs: the cluster stack alone brings more than a small LV holds)
+copy_docs() {
+	local d s total=0
+	mkdir -p "$1/doc"
+	for d in /usr/share/doc/*; do
+		s=$(du -sk "$d" | cut -f1)
+		[ $((total + s)) -le 16384 ] || continue
+		cp -a "$d" "$1/doc/" || return 1
+		total=$((total + s))
+	done
+}
 # r0_configs ALPHA_DEVICE BETA_DEVICE BETA_PEER_ADDRESS [LINE...] : the
 # resource r0 on this one node, TLS with a pre-shared key
 # (/etc/dm-repl/r0.psk): /etc/dm-repl/r0.conf, alpha, the primary, sync to
