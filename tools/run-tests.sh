@@ -2,8 +2,8 @@
 # The one command that runs every dm-repl test on a fresh Debian 12 machine
 # (as root): installs the packages, builds (gcc with the module, clang, and
 # an ASan+UBSan build of the userspace), runs the unit, integration, fuzz,
-# lint, VM, package and system suites, and prints "N passed, N failed" as
-# its last line.
+# lint, VM, package, system and cluster suites, and prints "N passed,
+# N failed" as its last line.
 #
 # Usage: tools/run-tests.sh [meson test args, e.g. --suite vm or a test name]
 set -eu
@@ -44,8 +44,8 @@ if [ $# -gt 0 ]; then
 	run "$B" "$@"
 else
 	# each suite where it finds most: integration under ASan+UBSan,
-	# fuzz with clang's libFuzzer, the module's suites (vm, system) and
-	# the packages with gcc; unit everywhere
+	# fuzz with clang's libFuzzer, the module's suites (vm, system,
+	# cluster) and the packages with gcc; unit everywhere
 	run "$B-asan" --suite unit --suite integration
 	FUZZ_TIME=${FUZZ_TIME:-20}
 	export FUZZ_TIME
