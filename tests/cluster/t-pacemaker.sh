@@ -171,6 +171,7 @@ S=alpha
 PG=${GUEST[$P]} SG=${GUEST[$S]}
 wait_for 120 "[ -s $RUN/$PG/ack ] && [ \$(cat $RUN/$PG/ack) -ge 20 ]" || fail "no acknowledged records on $P"
 grun "$PG" promoted '[ "$(st .role)" = primary ] || fail "r0 is $(st .role) here"
+	[ "$(st ".peers[0].mode")" = sync ] || fail "the peer is in $(st ".peers[0].mode") mode, not sync"
 	peer_in_sync || wait_for 120 peer_in_sync || fail "the peer is not in sync"' 150 ||
 	fail "$P: not a primary in sync"
 grun "$SG" unpromoted '[ "$(st .role)" = secondary ] || fail "r0 is $(st .role) here"
@@ -209,6 +210,7 @@ start=$(grep "^$S " "$RUN/$SG/stamp-starts" | tail -n 1 | cut -d' ' -f2)
 ((start >= ACKED)) || fail "$S's copy holds records 1..$start, but $P's application saw 1..$ACKED acknowledged"
 log "the application on $S found records 1..$start, every one of the $ACKED acknowledged on $P"
 grun "$SG" after '[ "$(st .role)" = primary ] || fail "r0 is $(st .role) on the new primary"
+	[ "$(st ".peers[0].mode")" = sync ] || fail "the peer is in $(st ".peers[0].mode") mode, not sync"
 	findmnt -n /data
 	journalctl --no-pager -o short-monotonic -t pacemaker-fenced -t pacemaker-controld -t fence_dmrepl_host |
 		grep -E "fence_dmrepl_host|Requesting fencing|Operation .off. targeting|Result of (promote|start) operation for (r0|fs0|stamp)" | tail -n 12' 60 ||
