@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +22,7 @@
 #include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
+#include "state.h"
 
 extern char **environ;
 
@@ -51,9 +51,7 @@ void fence_init(struct fence *f)
 /* <state-dir>/<resource>.fence: the peers whose copy calls for a fence */
 static int fence_path(const struct primary *pri, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s/%s.fence", pri->env->cfg->state_dir, pri->resource);
-
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+	return state_path(pri->env->cfg->state_dir, pri->resource, "fence", buf, len);
 }
 
 /*
@@ -72,8 +70,8 @@ static void fence_save(struct primary *pri)
 			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s\n",
 					      pri->replicas[i]->conn.cfg.name);
 	r = fence_path(pri, path, sizeof(path));
-	if (r == 0 && mkdir(pri->env->cfg->state_dir, 0700) < 0 && errno != EEXIST)
-		r = -errno;
+	if (r == 0)
+		r = state_dir_make(pri->env->cfg->state_dir);
 	if (r == 0)
 		r = fileio_write_atomic(path, text);
 	if (r < 0)

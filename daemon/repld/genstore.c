@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dmdev.h"
@@ -14,6 +13,7 @@
 #include "genstore.h"
 #include "log.h"
 #include "metadata.h"
+#include "state.h"
 
 void genstore_init(struct genstore *gs, const char *resource, const char *dm_name,
 		   const char *meta_device, const char *state_dir, enum repl_role role)
@@ -36,20 +36,11 @@ static bool via_target(const struct genstore *gs)
 	return has_meta(gs) && gs->dm_name[0];
 }
 
-/* <state-dir>/<resource>.<suffix> */
-static int state_path(const char *state_dir, const char *resource, const char *suffix,
-		      char *buf, size_t len)
+static int dir_make(const char *state_dir, const char *resource)
 {
-	int n = snprintf(buf, len, "%s/%s.%s", state_dir, resource, suffix);
+	int r = state_dir_make(state_dir);
 
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-static int state_dir_make(const char *state_dir, const char *resource)
-{
-	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
-		return log_error_errno(-errno, "%s: state directory %s", resource, state_dir);
-	return 0;
+	return r < 0 ? log_error_errno(r, "%s: state directory %s", resource, state_dir) : 0;
 }
 
 static int file_path(const struct genstore *gs, char *buf, size_t len)
@@ -135,7 +126,7 @@ int genstore_save(const struct genstore *gs, const struct gens *g)
 		r = file_path(gs, path, sizeof(path));
 		if (r < 0)
 			return r;
-		r = state_dir_make(gs->state_dir, gs->resource);
+		r = dir_make(gs->state_dir, gs->resource);
 		if (r < 0)
 			return r;
 		snprintf(text, sizeof(text), "%016" PRIx64 " %016" PRIx64 " %016" PRIx64
@@ -198,7 +189,7 @@ int genstore_role_save(const char *state_dir, const char *resource, enum repl_ro
 	r = state_path(state_dir, resource, "role", path, sizeof(path));
 	if (r < 0)
 		return log_error_errno(r, "%s: role file in %s", resource, state_dir);
-	r = state_dir_make(state_dir, resource);
+	r = dir_make(state_dir, resource);
 	if (r < 0)
 		return r;
 	snprintf(text, sizeof(text), "%s\n", config_role_name(role));

@@ -258,7 +258,7 @@ static void sec_state_load(struct secondary *s)
 	s->consistent = false;	/* never held a full copy */
 	r = state_load(c->state_dir, s->resource, &st);
 	if (r == -EBADMSG) {
-		state_path(c->state_dir, s->resource, path, sizeof(path));
+		state_path(c->state_dir, s->resource, "state", path, sizeof(path));
 		log_warning("%s: %s unreadable: starting without a resume point", s->resource,
 			    path);
 	}
@@ -1593,9 +1593,9 @@ static int secondary_start(struct role_env *env, const struct role_args *args, s
 	r = dmdev_size_sectors(s->dev_fd, &s->dev_sectors);
 	if (r < 0)
 		return log_error_errno(r, "%s: size of %s", s->resource, cfg->device);
-	if (mkdir(cfg->state_dir, 0700) < 0 && errno != EEXIST)
-		return log_error_errno(-errno, "%s: state directory %s", s->resource,
-				       cfg->state_dir);
+	r = state_dir_make(cfg->state_dir);
+	if (r < 0)
+		return log_error_errno(r, "%s: state directory %s", s->resource, cfg->state_dir);
 	sec_state_load(s);
 	genstore_init(&s->gs, s->resource, NULL, cfg->meta_device, cfg->state_dir,
 		      ROLE_SECONDARY);

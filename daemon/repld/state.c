@@ -6,15 +6,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fileio.h"
 #include "state.h"
 
-int state_path(const char *dir, const char *resource, char *buf, size_t len)
+int state_path(const char *dir, const char *resource, const char *suffix, char *buf,
+	       size_t len)
 {
-	int n = snprintf(buf, len, "%s/%s.state", dir, resource);
+	int n = snprintf(buf, len, "%s/%s.%s", dir, resource, suffix);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int state_dir_make(const char *dir)
+{
+	return mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
 }
 
 int state_parse(const char *text, size_t len, struct state *ret)
@@ -47,7 +54,7 @@ int state_load(const char *dir, const char *resource, struct state *ret)
 	size_t len;
 	int r;
 
-	r = state_path(dir, resource, path, sizeof(path));
+	r = state_path(dir, resource, "state", path, sizeof(path));
 	if (r < 0)
 		return r;
 	r = fileio_read_text(path, &text, &len);
@@ -72,7 +79,7 @@ int state_save(const char *dir, const char *resource, const struct state *s)
 	char path[PATH_MAX], text[160];
 	int r;
 
-	r = state_path(dir, resource, path, sizeof(path));
+	r = state_path(dir, resource, "state", path, sizeof(path));
 	if (r < 0)
 		return r;
 	r = state_format(s, text, sizeof(text));

@@ -24,7 +24,14 @@ struct state {
 	bool discard_my_data;
 };
 
-int state_path(const char *dir, const char *resource, char *buf, size_t len);
+/*
+ * <dir>/<resource>.<suffix>: this file's "state", and the other files of
+ * the state directory ("gens", "role", "fence"); -ENAMETOOLONG.
+ */
+int state_path(const char *dir, const char *resource, const char *suffix, char *buf,
+	       size_t len);
+/* The state directory, made (0700) if it is not there: 0 or -errno. */
+int state_dir_make(const char *dir);
 /* 0; -ENOENT (no file yet), -EBADMSG (unreadable), -errno.  *ret untouched on failure. */
 int state_load(const char *dir, const char *resource, struct state *ret);
 int state_save(const char *dir, const char *resource, const struct state *s);
