@@ -16,10 +16,10 @@
  * Like the target, when the manager put it in sync mode, the producer
  * waits for each record's acknowledgment (up to --hold-ms, then it counts
  * a hold timeout in the ring's header, reports the state degraded there
- * and goes on without waiting until the acknowledgments have caught up).  With --check PEER=FILE, at the moment a
- * record is acknowledged the producer reads FILE (that sync peer's device)
- * and checks the write is there: a sync acknowledgment must never precede
- * the peer's write.
+ * and goes on without waiting until the acknowledgments have caught up).
+ * With --check PEER=FILE, at the moment a record is acknowledged the
+ * producer reads FILE (that sync peer's device) and checks the write is
+ * there: a sync acknowledgment must never precede the peer's write.
  *
  * --unlogged N: the N operations before the GAP are applied to <file> but
  * not logged, and their regions are marked dirty, as the target does while
