@@ -164,10 +164,10 @@ grun a resources '
 	pcs cluster cib-push /tmp/cib.xml --config' 300 || fail "the resources could not be created"
 grun a placed 'wait_for 400 "[ -n \"\$(where stamp)\" ]" || { crm_mon -1; fail "the application did not start"; }
 	where stamp' 430 || fail "no application"
-P=$(gout a placed | tail -n 1)
-[[ $P == beta ]] || fail "the application runs on '$P', not on beta"
-S=alpha
-[[ $P == alpha ]] && S=beta
+where=$(gout a placed | tail -n 1)
+[[ $where == beta ]] || fail "the application runs on '$where', not on beta"
+# P: the promoted node, S: the other
+P=beta S=alpha
 PG=${GUEST[$P]} SG=${GUEST[$S]}
 wait_for 120 "[ -s $RUN/$PG/ack ] && [ \$(cat $RUN/$PG/ack) -ge 20 ]" || fail "no acknowledged records on $P"
 grun "$PG" promoted '[ "$(st .role)" = primary ] || fail "r0 is $(st .role) here"
