@@ -1176,6 +1176,40 @@ static void test_encoders(void)
 	CHECK_RC(wire_frame_check(&f, text, 1), -EPROTO);
 	CHECK(text[0] == '\0', "reason_len 1");
 
+	/* a zstd payload: smaller than the raw one, on WRITE and RESYNC only */
+	d.encoding = DMREPL__V1__ENCODING__ENCODING_ZSTD;
+	d.payload_len = 100;
+	CHECK(wire_frame_check(&f, text, sizeof(text)) == 0, "%s", text);
+	d.payload_len = 4095;
+	CHECK(wire_frame_check(&f, text, sizeof(text)) == 0, "%s", text);
+	d.payload_len = 4096;
+	CHECK_RC(wire_frame_check(&f, text, sizeof(text)), -EPROTO);
+	CHECK(!strcmp(text, "Data zstd payload_len 4096 for 8 sectors (1..4095)"), "%s", text);
+	d.payload_len = 0;
+	CHECK_RC(wire_frame_check(&f, text, sizeof(text)), -EPROTO);
+	d.payload_len = 100;
+	d.op = WIRE_OP_RESYNC;
+	CHECK(wire_frame_check(&f, text, sizeof(text)) == 0, "%s", text);
+	d.op = DM_REPL_OP_DISCARD;
+	d.payload_len = 0;
+	CHECK_RC(wire_frame_check(&f, text, sizeof(text)), -EPROTO);
+	CHECK(!strcmp(text, "Data op 3 with an encoded payload"), "%s", text);
+	d.op = DM_REPL_OP_WRITE;
+	d.payload_len = 4096;
+	d.encoding = (Dmrepl__V1__Encoding)2;
+	CHECK_RC(wire_frame_check(&f, text, sizeof(text)), -EPROTO);
+	CHECK(!strcmp(text, "Data encoding 2 unknown"), "%s", text);
+	d.encoding = DMREPL__V1__ENCODING__ENCODING_RAW;
+	CHECK(wire_frame_check(&f, text, sizeof(text)) == 0, "%s", text);
+	CHECK(wire_encode_data_zstd(b, sizeof(b), &(struct dm_repl_rec) {
+		.op = DM_REPL_OP_WRITE, .nr_sectors = 8, .data_len = 4096 }, 77) > 0,
+	      "a zstd WRITE encodes");
+	CHECK_RC(wire_encode_data_zstd(b, sizeof(b), &(struct dm_repl_rec) {
+		.op = DM_REPL_OP_WRITE, .nr_sectors = 8, .data_len = 4096 }, 4096), -EINVAL);
+	CHECK(wire_encode_resync_data_zstd(b, sizeof(b), 8, 16, 1) > 0, "a zstd RESYNC encodes");
+	CHECK_RC(wire_encode_resync_data_zstd(b, sizeof(b), 8, 16, 8192), -EINVAL);
+	d.payload_len = 512;
+
 	/* Error reasons are cut to 256 bytes, never inside a UTF-8 sequence */
 	text[0] = 'a';
 	for (i = 1; i + 2 < sizeof(text); i += 2)

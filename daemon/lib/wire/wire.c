@@ -162,6 +162,13 @@ static int hello_check(const Dmrepl__V1__Hello *h, char *reason, size_t rlen)
 
 static int data_check(const Dmrepl__V1__Data *d, char *reason, size_t rlen)
 {
+	if ((int)d->encoding < 0 || (int)d->encoding > DMREPL__V1__ENCODING__ENCODING_ZSTD)
+		return fail(reason, rlen, -EPROTO,
+			    "Data encoding %d unknown", (int)d->encoding);
+	if (d->encoding != DMREPL__V1__ENCODING__ENCODING_RAW &&
+	    d->op != DM_REPL_OP_WRITE && d->op != WIRE_OP_RESYNC)
+		return fail(reason, rlen, -EPROTO,
+			    "Data op %" PRIu32 " with an encoded payload", d->op);
 	if (d->flags & ~(uint32_t)(DM_REPL_F_FUA | DM_REPL_F_SYNC))
 		return fail(reason, rlen, -EPROTO,
 			    "Data flags 0x%" PRIx32 " has unknown bits", d->flags);
@@ -181,6 +188,14 @@ static int data_check(const Dmrepl__V1__Data *d, char *reason, size_t rlen)
 			return fail(reason, rlen, -EMSGSIZE,
 				    "Data WRITE of %" PRIu32 " sectors exceeds %u",
 				    d->nr_sectors, WIRE_MAX_SECTORS_PER_REC);
+		if (d->encoding == DMREPL__V1__ENCODING__ENCODING_ZSTD) {
+			/* a compressed payload is smaller, or it travels raw */
+			if (d->payload_len == 0 || d->payload_len >= d->nr_sectors * 512U)
+				return fail(reason, rlen, -EPROTO,
+					    "Data zstd payload_len %" PRIu32 " for %" PRIu32 " sectors (1..%" PRIu32 ")",
+					    d->payload_len, d->nr_sectors, d->nr_sectors * 512U - 1);
+			break;
+		}
 		if (d->payload_len != d->nr_sectors * 512U)
 			return fail(reason, rlen, -EPROTO,
 				    "Data payload_len %" PRIu32 " does not match nr_sectors %" PRIu32,
@@ -385,8 +400,8 @@ ssize_t wire_encode_hello(uint8_t *buf, size_t len,
 	return wire_encode(&f, buf, len);
 }
 
-ssize_t wire_encode_data(uint8_t *buf, size_t len,
-			 const struct dm_repl_rec *rec)
+ssize_t wire_encode_data_zstd(uint8_t *buf, size_t len,
+			      const struct dm_repl_rec *rec, uint32_t zlen)
 {
 	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
@@ -397,10 +412,18 @@ ssize_t wire_encode_data(uint8_t *buf, size_t len,
 	d.op = rec->op;
 	d.flags = rec->flags;
 	d.epoch = rec->epoch;
-	d.payload_len = rec->data_len;
+	d.payload_len = zlen ? zlen : rec->data_len;
+	d.encoding = zlen ? DMREPL__V1__ENCODING__ENCODING_ZSTD :
+			    DMREPL__V1__ENCODING__ENCODING_RAW;
 	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
 	f.data = &d;
 	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_data(uint8_t *buf, size_t len,
+			 const struct dm_repl_rec *rec)
+{
+	return wire_encode_data_zstd(buf, len, rec, 0);
 }
 
 ssize_t wire_encode_ack(uint8_t *buf, size_t len, uint64_t received,
@@ -439,8 +462,8 @@ ssize_t wire_encode_keepalive(uint8_t *buf, size_t len, uint64_t time_ns)
 	return wire_encode(&f, buf, len);
 }
 
-ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
-				uint32_t nr_sectors)
+ssize_t wire_encode_resync_data_zstd(uint8_t *buf, size_t len, uint64_t sector,
+				     uint32_t nr_sectors, uint32_t zlen)
 {
 	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
@@ -448,10 +471,18 @@ ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
 	d.sector = sector;
 	d.nr_sectors = nr_sectors;
 	d.op = WIRE_OP_RESYNC;
-	d.payload_len = nr_sectors * 512U;
+	d.payload_len = zlen ? zlen : nr_sectors * 512U;
+	d.encoding = zlen ? DMREPL__V1__ENCODING__ENCODING_ZSTD :
+			    DMREPL__V1__ENCODING__ENCODING_RAW;
 	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
 	f.data = &d;
 	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
+				uint32_t nr_sectors)
+{
+	return wire_encode_resync_data_zstd(buf, len, sector, nr_sectors, 0);
 }
 
 ssize_t wire_encode_resync_begin(uint8_t *buf, size_t len, uint64_t id, bool full)

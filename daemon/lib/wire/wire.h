@@ -59,6 +59,8 @@
 #include "dmrepl.pb-c.h"
 
 #define WIRE_PROTOCOL_VERSION	1U
+/* Hello.features bits (dmrepl.proto Feature) */
+#define WIRE_FEATURE_ZSTD	(1ULL << 0)
 #define WIRE_HDR_SIZE		4U		/* big-endian frame length */
 #define WIRE_MAX_FRAME		4096U		/* serialized Frame bytes */
 #define WIRE_MAX_MSG		(WIRE_HDR_SIZE + WIRE_MAX_FRAME)
@@ -110,6 +112,15 @@ ssize_t wire_encode_keepalive(uint8_t *buf, size_t len, uint64_t time_ns);
 /* A resync block's header (payload of nr_sectors * 512 bytes follows). */
 ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
 				uint32_t nr_sectors);
+/*
+ * The same two with a zstd-compressed payload of zlen bytes (encoding
+ * ENCODING_ZSTD; 1 <= zlen < the raw payload's size, or -EINVAL), or raw
+ * when zlen is 0.
+ */
+ssize_t wire_encode_data_zstd(uint8_t *buf, size_t len,
+			      const struct dm_repl_rec *rec, uint32_t zlen);
+ssize_t wire_encode_resync_data_zstd(uint8_t *buf, size_t len, uint64_t sector,
+				     uint32_t nr_sectors, uint32_t zlen);
 ssize_t wire_encode_resync_begin(uint8_t *buf, size_t len, uint64_t id, bool full);
 ssize_t wire_encode_hash_request(uint8_t *buf, size_t len, uint64_t id,
 				 uint64_t sector, uint32_t nr_sectors,
