@@ -139,7 +139,7 @@ resync-checksums = true;
 resync-rate-mb = 100;
 resync-snapshot = "/dev/vg0/snap";
 after-split-brain = "discard-least-changes";
-peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "semi-sync"; }, { name = "gamma"; address = "[::1]:7790"; } );
+peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "semi-sync"; }, { name = "gamma"; address = "[::1]:7790"; compress = "zstd"; compress-level = 3; rate-limit = "100mbit"; } );
 END
 conf valid-secondary-v6 <<'END'
 resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
@@ -161,6 +161,14 @@ node : "alpha"
 role = "secondary"
 device = "/dev/vdb"
 peers = ( { name = "gamma" } )
+END
+conf bad-rate-limit <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; rate-limit = "18446744073709551616gbps"; } );
+END
+conf bad-compress-level <<'END'
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vdb";
+peers = ( { name = "beta"; address = "192.0.2.2:7789"; compress-level = 5; } );
 END
 conf bad-syntax <<'END'
 resource = ;

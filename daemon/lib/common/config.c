@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +81,53 @@ int config_mode_parse(const char *s, enum peer_mode *ret)
 	else
 		return -EINVAL;
 	return 0;
+}
+
+const char *config_compress_name(enum peer_compress c)
+{
+	switch (c) {
+	case COMPRESS_NONE:
+		return "none";
+	case COMPRESS_ZSTD:
+		return "zstd";
+	}
+	return "?";
+}
+
+int config_rate_parse(const char *s, uint64_t *ret)
+{
+	static const struct {
+		const char *unit;
+		uint64_t mul;		/* bits per second */
+	} units[] = {
+		{ "bit", 1 }, { "kbit", 1000 }, { "mbit", 1000000 },
+		{ "gbit", 1000000000 }, { "tbit", 1000000000000 },
+		{ "bps", 8 }, { "kbps", 8000 }, { "mbps", 8000000 },
+		{ "gbps", 8000000000 }, { "tbps", 8000000000000 },
+	};
+	uint64_t v = 0;
+	const char *p = s;
+	size_t i;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(p, units[i].unit))
+			continue;
+		if (v > UINT64_MAX / units[i].mul)
+			return -ERANGE;
+		v = v * units[i].mul / 8;
+		if (v < CONFIG_RATE_MIN || v > CONFIG_RATE_MAX)
+			return -ERANGE;
+		*ret = v;
+		return 0;
+	}
+	return -EINVAL;
 }
 
 const char *config_role_name(enum repl_role role)
@@ -157,7 +205,9 @@ static const char *const root_keys[] = {
 	"tls-ktls", "tls-ciphersuites", "fence-peer", "fence-peer-timeout-ms", NULL,
 };
 
-static const char *const peer_keys[] = { "name", "address", "mode", NULL };
+static const char *const peer_keys[] = {
+	"name", "address", "mode", "compress", "compress-level", "rate-limit", NULL,
+};
 
 static int cfg_check_keys(struct cfg_ctx *x, const config_setting_t *group,
 			  const char *const *keys, const char *where)
@@ -227,6 +277,47 @@ static int cfg_uint_pow2(struct cfg_ctx *x, const config_setting_t *group, const
 	return r;
 }
 
+/* A peer's compress, compress-level and rate-limit. */
+static int cfg_peer_wan(struct cfg_ctx *x, const config_setting_t *p, struct config_peer *cp)
+{
+	const config_setting_t *lvl = config_setting_get_member(p, "compress-level");
+	char comp[32] = "none", rate[64] = "";
+	unsigned int level = CONFIG_ZSTD_LEVEL_DEFAULT;
+	int r;
+
+	r = cfg_string(x, p, "compress", false, comp, sizeof(comp));
+	if (r < 0)
+		return r;
+	if (!strcmp(comp, "none"))
+		cp->compress = COMPRESS_NONE;
+	else if (!strcmp(comp, "zstd"))
+		cp->compress = COMPRESS_ZSTD;
+	else
+		return cfg_fail(x, p, "peer '%s': compress '%s': expected none or zstd",
+				cp->name, comp);
+	r = cfg_uint(x, p, "compress-level", 1, CONFIG_ZSTD_LEVEL_MAX, &level);
+	if (r < 0)
+		return r;
+	if (lvl && cp->compress == COMPRESS_NONE)
+		return cfg_fail(x, lvl, "peer '%s': compress-level without compress = \"zstd\"",
+				cp->name);
+	cp->compress_level = (int)level;
+	r = cfg_string(x, p, "rate-limit", false, rate, sizeof(rate));
+	if (r < 0)
+		return r;
+	cp->rate_limit = 0;
+	if (r > 0 && strcmp(rate, "0")) {
+		r = config_rate_parse(rate, &cp->rate_limit);
+		if (r == -ERANGE)
+			return cfg_fail(x, p, "peer '%s': rate-limit '%s' is out of range 8kbit..400gbit",
+					cp->name, rate);
+		if (r < 0)
+			return cfg_fail(x, p, "peer '%s': rate-limit '%s': expected a number and a unit, e.g. \"100mbit\" or \"12mbps\"",
+					cp->name, rate);
+	}
+	return 0;
+}
+
 static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
 {
 	const config_setting_t *list = config_setting_get_member(root, "peers");
@@ -293,6 +384,9 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 		if (config_mode_parse(mode, &cp->mode) < 0)
 			return cfg_fail(x, p, "peer '%s': mode '%s': expected async, semi-sync or sync",
 					cp->name, mode);
+		r = cfg_peer_wan(x, p, cp);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -56,12 +57,29 @@ struct config_addr {
 	socklen_t len;
 };
 
+enum peer_compress {
+	COMPRESS_NONE = 0,
+	COMPRESS_ZSTD,
+};
+
+#define CONFIG_ZSTD_LEVEL_DEFAULT	1
+#define CONFIG_ZSTD_LEVEL_MAX		19
+/* rate-limit's bounds, bytes per second: 8 kbit .. 400 gbit */
+#define CONFIG_RATE_MIN		1000ULL
+#define CONFIG_RATE_MAX		50000000000ULL
+
 struct config_peer {
 	char name[CONFIG_NAME_MAX + 1];
 	bool has_address;
 	struct config_addr address;	/* primary: where to connect; secondary:
 					 * the only source address accepted */
 	enum peer_mode mode;
+	/* primary: payloads to this peer compressed (if it accepts them) */
+	enum peer_compress compress;
+	int compress_level;
+	/* primary: bytes per second to this peer at most, replication and
+	 * resync together; 0: no limit */
+	uint64_t rate_limit;
 };
 
 struct config {
@@ -142,6 +160,14 @@ int config_path(const char *resource, char *buf, size_t len);
 
 const char *config_mode_name(enum peer_mode mode);
 int config_mode_parse(const char *s, enum peer_mode *ret);
+const char *config_compress_name(enum peer_compress c);
+/*
+ * A rate as tc(8) writes it: an integer and a unit, bit kbit mbit gbit
+ * tbit (bits per second) or bps kbps mbps gbps tbps (bytes per second),
+ * decimal multiples.  Bytes per second in *ret; -EINVAL when malformed,
+ * -ERANGE outside CONFIG_RATE_MIN..CONFIG_RATE_MAX.
+ */
+int config_rate_parse(const char *s, uint64_t *ret);
 const char *config_role_name(enum repl_role role);
 const char *config_transport_name(enum transport t);
 int config_addr_parse(const char *text, bool passive, struct config_addr *ret);

@@ -151,6 +151,90 @@ static void fence_peer(void)
 	unlink(plain);
 }
 
+/* A primary whose peer beta has the settings peer (inside its group). */
+static int peer_try(const char *peer, struct config **c, char *err, size_t len)
+{
+	char text[8192];
+
+	snprintf(text, sizeof(text),
+		 "resource = \"r0\";\nnode = \"alpha\";\nrole = \"primary\";\n"
+		 "device = \"/dev/null\";\ntransport = \"plain-insecure\";\n"
+		 "peers = ( { name = \"beta\"; address = \"192.0.2.2\"; %s } );\n", peer);
+	return try_load(text, c, err, len);
+}
+
+static void peer_refused(const char *peer, const char *why)
+{
+	struct config *c = NULL;
+	char err[512] = "";
+
+	CHECK_RC(peer_try(peer, &c, err, sizeof(err)), -EINVAL);
+	CHECK(!c, "a configuration returned on failure");
+	CHECK(strstr(err, why), "'%s': '%s', want '%s'", peer, err, why);
+}
+
+static void rate_is(const char *text, uint64_t want)
+{
+	uint64_t v = 0;
+	int r = config_rate_parse(text, &v);
+
+	CHECK(r == 0 && v == want, "rate '%s': %d, %llu, want %llu", text, r,
+	      (unsigned long long)v, (unsigned long long)want);
+}
+
+/* compress, compress-level, rate-limit */
+static void peer_wan(void)
+{
+	struct config *c = NULL;
+	char err[512];
+	uint64_t v;
+
+	CHECK_RC(peer_try("", &c, err, sizeof(err)), 0);
+	CHECK(c->peers[0].compress == COMPRESS_NONE && c->peers[0].rate_limit == 0,
+	      "defaults: compress %d, rate %llu", c->peers[0].compress,
+	      (unsigned long long)c->peers[0].rate_limit);
+	config_free(c);
+	CHECK_RC(peer_try("compress = \"zstd\"; rate-limit = \"100mbit\";", &c, err,
+			  sizeof(err)), 0);
+	CHECK(c->peers[0].compress == COMPRESS_ZSTD &&
+	      c->peers[0].compress_level == CONFIG_ZSTD_LEVEL_DEFAULT,
+	      "zstd: %d level %d", c->peers[0].compress, c->peers[0].compress_level);
+	CHECK(c->peers[0].rate_limit == 12500000, "100mbit: %llu",
+	      (unsigned long long)c->peers[0].rate_limit);
+	config_free(c);
+	CHECK_RC(peer_try("compress = \"zstd\"; compress-level = 19; rate-limit = \"0\";", &c,
+			  err, sizeof(err)), 0);
+	CHECK(c->peers[0].compress_level == 19 && !c->peers[0].rate_limit, "level 19, rate 0");
+	config_free(c);
+
+	peer_refused("compress = \"lz4\";", "compress 'lz4': expected none or zstd");
+	peer_refused("compress = \"zstd\"; compress-level = 20;", "compress-level: 20 is out of range 1..19");
+	peer_refused("compress = \"zstd\"; compress-level = 0;", "out of range 1..19");
+	peer_refused("compress-level = 3;", "compress-level without compress = \"zstd\"");
+	peer_refused("rate-limit = \"100\";", "rate-limit '100': expected a number and a unit");
+	peer_refused("rate-limit = \"fast\";", "expected a number and a unit");
+	peer_refused("rate-limit = \"-5mbit\";", "expected a number and a unit");
+	peer_refused("rate-limit = \"1.5mbit\";", "expected a number and a unit");
+	peer_refused("rate-limit = 100;", "rate-limit: expected a string");
+	peer_refused("rate-limit = \"1bit\";", "out of range 8kbit..400gbit");
+	peer_refused("rate-limit = \"401gbit\";", "out of range");
+	peer_refused("rate-limit = \"99999999999999999999999tbit\";", "out of range");
+
+	rate_is("8kbit", 1000);
+	rate_is("1mbit", 125000);
+	rate_is("1MBit", 125000);
+	rate_is("12mbps", 12000000);
+	rate_is("10gbit", 1250000000);
+	rate_is("1000bps", 1000);
+	rate_is("50gbps", 50000000000ULL);
+	CHECK_RC(config_rate_parse("51gbps", &v), -ERANGE);
+	CHECK_RC(config_rate_parse("10 mbit", &v), -EINVAL);
+	CHECK_RC(config_rate_parse("", &v), -EINVAL);
+	CHECK_RC(config_rate_parse("mbit", &v), -EINVAL);
+	CHECK_RC(config_rate_parse("18446744073709551615tbps", &v), -ERANGE);
+	CHECK_RC(config_rate_parse("184467440737095516150bit", &v), -ERANGE);
+}
+
 int main(void)
 {
 	CHECK(mkdtemp(dir), "mkdtemp");
@@ -163,6 +247,7 @@ int main(void)
 	CHECK(port_of("primary", "[2001:db8::1]:7792") == 7792, "IPv6, port 7792");
 	defaults();
 	fence_peer();
+	peer_wan();
 	{
 		char path[4096];
 
@@ -170,7 +255,7 @@ int main(void)
 		unlink(path);
 		rmdir(dir);
 	}
-	printf("config: peer addresses without a port mean %u, on either role; without role and listen, secondary listening on %u; fence-peer an executable file by its absolute path: ok\n",
+	printf("config: peer addresses without a port mean %u, on either role; without role and listen, secondary listening on %u; fence-peer an executable file by its absolute path; compress and rate-limit per peer: ok\n",
 	       CONFIG_DEFAULT_PORT, CONFIG_DEFAULT_PORT);
 	return 0;
 }
