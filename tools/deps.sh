@@ -5,7 +5,7 @@ set -eu
 PKGS="
   meson ninja-build pkg-config gcc clang libclang-rt-14-dev libc6-dev
   libdevmapper-dev libaio-dev libprotobuf-c-dev protobuf-c-compiler
-  libsystemd-dev libxxhash-dev libconfig-dev libjson-c-dev libssl-dev openssl libmicrohttpd-dev
+  libsystemd-dev libxxhash-dev libzstd-dev libconfig-dev libjson-c-dev libssl-dev openssl libmicrohttpd-dev
   linux-headers-amd64 linux-image-amd64 linux-source-6.1
   qemu-system-x86 busybox-static dmsetup kmod cpio iproute2
   fio drbd-utils iperf3 socat jq e2fsprogs xz-utils systemd prometheus libfaketime

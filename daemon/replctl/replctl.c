@@ -192,6 +192,32 @@ static void human_bytes(uint64_t b, char *buf, size_t len)
 }
 
 /* Modelled on drbdadm status. */
+/* A peer's compression and rate limit, when it has either. */
+static void print_wan(struct json_object *p)
+{
+	struct json_object *z;
+	char a[32], b[32];
+
+	if (json_object_object_get_ex(p, "compress", &z) && strcmp(jstr(z, "algorithm"), "none")) {
+		human_bytes(ju64(z, "in_bytes"), a, sizeof(a));
+		human_bytes(ju64(z, "out_bytes"), b, sizeof(b));
+		printf("    compress:%s", jstr(z, "algorithm"));
+		if (json_object_get_int(json_object_object_get(z, "level")))
+			printf(" level:%d", json_object_get_int(json_object_object_get(z, "level")));
+		printf("%s ratio:%.2f (%s to %s) raw-payloads:%" PRIu64 " cpu:%.2fs\n",
+		       json_object_get_boolean(json_object_object_get(z, "active")) ? "" :
+		       " (inactive)",
+		       json_object_get_double(json_object_object_get(z, "ratio")), a, b,
+		       ju64(z, "raw_payloads"),
+		       json_object_get_double(json_object_object_get(z, "seconds")));
+	}
+	if (ju64(p, "rate_limit_bytes")) {
+		human_bytes(ju64(p, "rate_limit_bytes"), a, sizeof(a));
+		printf("    rate-limit:%s/s (%.1f Mbit/s)\n", a,
+		       (double)ju64(p, "rate_limit_bytes") * 8 / 1e6);
+	}
+}
+
 static void print_status(struct json_object *o)
 {
 	struct json_object *t, *peers, *pr;
@@ -261,6 +287,7 @@ static void print_status(struct json_object *o)
 				printf("    full sync needed: %s\n", jstr(p, "full_sync_reason"));
 			if (*jstr(p, "transport"))
 				printf("    transport:%s\n", jstr(p, "transport"));
+			print_wan(p);
 			if (*jstr(p, "last_error") && strcmp(jstr(p, "connection"), "Connected"))
 				printf("    last error: %s\n", jstr(p, "last_error"));
 		}
@@ -275,6 +302,7 @@ static void print_status(struct json_object *o)
 		       ju64(pr, "written"), ju64(pr, "durable"));
 		if (*jstr(pr, "transport"))
 			printf("    transport:%s\n", jstr(pr, "transport"));
+		print_wan(pr);
 	}
 }
 
@@ -858,10 +886,17 @@ static const struct mfam mfams[] = {
 	{ "dmrepl_peer_pulled_ahead_total", "counter", "Times the async peer was pulled ahead" },
 	{ "dmrepl_peer_fenced", "gauge", "1 while the fence-peer handler has fenced the peer" },
 	{ "dmrepl_fence_failures_total", "counter", "Runs of the fence-peer handler for the peer that failed" },
+	{ "dmrepl_peer_compress_in_bytes_total", "counter", "Payload bytes for the peer while compression is on, before it" },
+	{ "dmrepl_peer_compress_out_bytes_total", "counter", "The same payloads as sent, compressed or raw" },
+	{ "dmrepl_peer_compress_seconds_total", "counter", "Time spent compressing the peer's payloads" },
+	{ "dmrepl_peer_rate_limit_bytes", "gauge", "The peer's rate-limit in bytes per second (0: none)" },
 	{ "dmrepl_resync_remaining_bytes", "gauge", "Bytes the running resync has left (0: none)" },
 	{ "dmrepl_secondary_primary_connected", "gauge", "1 while the secondary's primary is connected" },
 	{ "dmrepl_secondary_consistent", "gauge", "1 while the secondary's copy is consistent" },
 	{ "dmrepl_secondary_received_records", "gauge", "Last record the secondary received" },
+	{ "dmrepl_secondary_zstd_bytes_total", "counter", "Payload bytes the secondary decompressed, after it" },
+	{ "dmrepl_secondary_zstd_wire_bytes_total", "counter", "The same payloads as they came, compressed" },
+	{ "dmrepl_secondary_zstd_seconds_total", "counter", "Time the secondary spent decompressing" },
 };
 
 struct mout {
@@ -886,6 +921,22 @@ static void msample(struct mout *o, size_t f, const char *labels, uint64_t v)
 	o->len[f] += (size_t)n;
 }
 
+static void msample_seconds(struct mout *o, size_t f, const char *labels, double v)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "%s{%s} %.6f\n", mfams[f].name, labels, v);
+	char *b;
+
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return;
+	b = realloc(o->fam[f], o->len[f] + (size_t)n + 1);
+	if (!b)
+		return;
+	memcpy(b + o->len[f], line, (size_t)n + 1);
+	o->fam[f] = b;
+	o->len[f] += (size_t)n;
+}
+
 static size_t mfind(const char *name)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(mfams); i++)
@@ -895,6 +946,7 @@ static size_t mfind(const char *name)
 }
 
 #define M(o, name, labels, v)	msample(o, mfind(name), labels, (uint64_t)(v))
+#define MS(o, name, labels, v)	msample_seconds(o, mfind(name), labels, (v))
 
 /* A label value: names are [A-Za-z0-9._-] (config_name_valid()) */
 static const char *mlabel(const char *s)
@@ -929,7 +981,7 @@ static void metrics_resource(struct mout *o, const char *res, const char *sock)
 		M(o, "dmrepl_overflows_total", lr, ju64(t, "overflows"));
 		json_object_object_get_ex(st, "peers", &peers);
 		for (size_t i = 0; peers && i < json_object_array_length(peers); i++) {
-			struct json_object *p = json_object_array_get_idx(peers, i), *rs;
+			struct json_object *p = json_object_array_get_idx(peers, i), *rs, *cz;
 			char lm[400];
 
 			snprintf(lp, sizeof(lp), "%s,peer=\"%s\"", lr, mlabel(jstr(p, "name")));
@@ -947,6 +999,14 @@ static void metrics_resource(struct mout *o, const char *res, const char *sock)
 			M(o, "dmrepl_peer_pulled_ahead_total", lp, ju64(p, "pulled_ahead"));
 			M(o, "dmrepl_peer_fenced", lp, !strcmp(jstr(p, "fence"), "fenced"));
 			M(o, "dmrepl_fence_failures_total", lp, ju64(p, "fence_failures"));
+			if (json_object_object_get_ex(p, "compress", &cz) &&
+			    strcmp(jstr(cz, "algorithm"), "none")) {
+				M(o, "dmrepl_peer_compress_in_bytes_total", lp, ju64(cz, "in_bytes"));
+				M(o, "dmrepl_peer_compress_out_bytes_total", lp, ju64(cz, "out_bytes"));
+				MS(o, "dmrepl_peer_compress_seconds_total", lp,
+				   json_object_get_double(json_object_object_get(cz, "seconds")));
+			}
+			M(o, "dmrepl_peer_rate_limit_bytes", lp, ju64(p, "rate_limit_bytes"));
 			M(o, "dmrepl_resync_remaining_bytes", lp,
 			  json_object_object_get_ex(p, "resync", &rs) ?
 			  ju64(rs, "total_bytes") - ju64(rs, "done_bytes") : 0);
@@ -960,6 +1020,12 @@ static void metrics_resource(struct mout *o, const char *res, const char *sock)
 			M(o, "dmrepl_secondary_primary_connected", lp,
 			  !strcmp(jstr(pr, "connection"), "Connected"));
 			M(o, "dmrepl_secondary_received_records", lp, ju64(pr, "received"));
+			if (json_object_object_get_ex(pr, "compress", &t)) {
+				M(o, "dmrepl_secondary_zstd_bytes_total", lp, ju64(t, "in_bytes"));
+				M(o, "dmrepl_secondary_zstd_wire_bytes_total", lp, ju64(t, "out_bytes"));
+				MS(o, "dmrepl_secondary_zstd_seconds_total", lp,
+				   json_object_get_double(json_object_object_get(t, "seconds")));
+			}
 		}
 	}
 	json_object_put(st);

@@ -179,6 +179,18 @@ int admin_reload(struct primary *pri, const struct config *n)
 			}
 			admin_set_peer_mode(rp, cp->mode);
 			p->cfg.mode = cp->mode;
+			if (cp->compress != p->cfg.compress ||
+			    cp->compress_level != p->cfg.compress_level)
+				log_info("%s: peer %s: compress %s, from the next record", pri->resource,
+					 cp->name, config_compress_name(cp->compress));
+			peer_set_compress(p, cp->compress == COMPRESS_ZSTD ? cp->compress_level : 0);
+			if (cp->rate_limit != p->cfg.rate_limit)
+				log_info("%s: peer %s: rate-limit %" PRIu64 " bytes/s (0: none)",
+					 pri->resource, cp->name, cp->rate_limit);
+			peer_set_rate_limit(p, cp->rate_limit);
+			p->cfg.compress = cp->compress;
+			p->cfg.compress_level = cp->compress_level;
+			p->cfg.rate_limit = cp->rate_limit;
 		} else {
 			rp = stream_replica_new(pri, cp);
 			if (!rp) {
@@ -305,6 +317,10 @@ void admin_status(struct primary *pri, struct json_object *o)
 		json_object_object_add(po, "records_sent", json_object_new_uint64(p->records_sent));
 		json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
 		json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
+		json_object_object_add(po, "compress", peer_zstats_json(
+			config_compress_name(p->cfg.compress), p->zlevel,
+			p->state == PEER_UP && peer_compressing(p), &p->zst));
+		json_object_object_add(po, "rate_limit_bytes", json_object_new_uint64(p->rate_limit));
 		if (p->state == PEER_UP) {
 			char t[200];
 

@@ -127,6 +127,11 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 	if (h->device_sectors < ri.dev_sectors)
 		return -ENOSPC;
 
+	/* its payloads compressed, if so configured */
+	p->zstd_peer = (h->features & WIRE_FEATURE_ZSTD) != 0;
+	if (p->zlevel && !p->zstd_peer)
+		log_warning("%s: peer %s does not accept zstd: its payloads go uncompressed",
+			    pri->resource, p->cfg.name);
 	rp->peer_gens = pg;
 	rp->need_full = false;
 	rp->join_pending = false;

@@ -11,13 +11,20 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
+#include <zstd.h>
 
 #include "log.h"
 #include "macro.h"
@@ -78,6 +85,146 @@ static void peer_arm(struct peer *p, bool out)
 	loop_mod(p->loop, &p->ev, EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0));
 }
 
+/* Forget what is queued, and the arena space it holds. */
+static void peer_queue_drop(struct peer *p)
+{
+	p->head = p->tail;
+	p->off = 0;
+	p->ztail = p->zhead;
+	p->zheld = false;
+}
+
+/*
+ * The socket is paced to the rate limit (TCP's own pacing, or fq's), and
+ * holds at most PEER_RATE_QUEUE_MS of it not yet sent: the rest waits in
+ * the queue, not seconds of it in the socket ahead of every new write.
+ */
+#define PEER_RATE_QUEUE_MS	20U
+#define PEER_RATE_QUEUE_MIN	(128U << 10)
+
+static void peer_apply_rate(struct peer *p)
+{
+	unsigned long rate = p->rate_limit ? (unsigned long)p->rate_limit : ~0UL;
+	uint64_t q = p->rate_limit * PEER_RATE_QUEUE_MS / 1000;
+	int lowat = p->rate_limit ? (int)(q < PEER_RATE_QUEUE_MIN ? PEER_RATE_QUEUE_MIN :
+					  q > INT_MAX ? INT_MAX : q) : INT_MAX;
+
+	if (p->ev.fd < 0)
+		return;
+	if (setsockopt(p->ev.fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate)) < 0 ||
+	    setsockopt(p->ev.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)) < 0)
+		log_warning("%s: peer %s: cannot pace the connection to rate-limit: %s",
+			    p->resource, p->cfg.name, strerror(errno));
+}
+
+void peer_set_rate_limit(struct peer *p, uint64_t bytes_per_s)
+{
+	if (p->rate_limit == bytes_per_s)
+		return;
+	p->rate_limit = bytes_per_s;
+	peer_apply_rate(p);
+}
+
+void peer_set_compress(struct peer *p, int level)
+{
+	p->zlevel = level;
+	p->zskip = 0;
+	p->zskip_next = 1;
+}
+
+static uint64_t peer_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+ssize_t peer_compress(struct peer *p, const void *payload, uint32_t len, bool may_wait,
+		      const void **out)
+{
+	size_t pos, skip = 0, cap, z;
+	uint64_t t0;
+
+	p->zheld = false;
+	if (!peer_compressing(p))
+		return 0;
+	p->zst.in_bytes += len;
+	if (len < PEER_ZSTD_MIN || p->zskip) {
+		if (p->zskip)
+			p->zskip--;
+		p->zst.out_bytes += len;
+		return 0;
+	}
+	if (!p->zbuf) {
+		p->zbuf = malloc(PEER_ZBUF);
+		p->zcctx = ZSTD_createCCtx();
+		if (!p->zbuf || !p->zcctx ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(p->zcctx, ZSTD_c_compressionLevel,
+							 p->zlevel))) {
+			log_error("%s: peer %s: no memory for compression: sending raw",
+				  p->resource, p->cfg.name);
+			free(p->zbuf);
+			ZSTD_freeCCtx(p->zcctx);
+			p->zbuf = NULL;
+			p->zcctx = NULL;
+			p->zlevel = 0;
+			p->zst.out_bytes += len;
+			return 0;
+		}
+	}
+	/* worth it only when it shrinks by 1/64: at most this much */
+	cap = len - len / 64;
+	pos = p->zhead % PEER_ZBUF;
+	if (pos + cap > PEER_ZBUF)
+		skip = PEER_ZBUF - pos;		/* contiguous: from the start */
+	if (p->zhead - p->ztail + skip + cap > PEER_ZBUF) {
+		if (!may_wait) {
+			p->zst.out_bytes += len;
+			return 0;
+		}
+		p->zst.in_bytes -= len;
+		return -ENOBUFS;
+	}
+	ZSTD_CCtx_setParameter(p->zcctx, ZSTD_c_compressionLevel, p->zlevel);
+	t0 = peer_ns();
+	z = ZSTD_compress2(p->zcctx, p->zbuf + (pos + skip) % PEER_ZBUF, cap, payload, len);
+	p->zst.ns += peer_ns() - t0;
+	if (ZSTD_isError(z) || z == 0 || z >= cap) {
+		/* incompressible: raw, and the next few are not tried */
+		p->zst.raw_payloads++;
+		p->zst.out_bytes += len;
+		p->zskip = p->zskip_next;
+		p->zskip_next = p->zskip_next * 2 > PEER_ZSTD_SKIP_MAX ? PEER_ZSTD_SKIP_MAX :
+									 p->zskip_next * 2;
+		return 0;
+	}
+	p->zskip_next = 1;
+	p->zst.out_bytes += z;
+	*out = p->zbuf + (pos + skip) % PEER_ZBUF;
+	p->zpending = p->zhead;
+	p->zhead += skip + z;
+	p->zheld = true;
+	return (ssize_t)z;
+}
+
+struct json_object *peer_zstats_json(const char *algorithm, int level, bool active,
+				     const struct peer_zstats *z)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "algorithm", json_object_new_string(algorithm));
+	json_object_object_add(o, "level", json_object_new_int(level));
+	json_object_object_add(o, "active", json_object_new_boolean(active));
+	json_object_object_add(o, "in_bytes", json_object_new_uint64(z->in_bytes));
+	json_object_object_add(o, "out_bytes", json_object_new_uint64(z->out_bytes));
+	json_object_object_add(o, "ratio", json_object_new_double(
+		z->out_bytes ? (double)z->in_bytes / (double)z->out_bytes : 1.0));
+	json_object_object_add(o, "raw_payloads", json_object_new_uint64(z->raw_payloads));
+	json_object_object_add(o, "seconds", json_object_new_double((double)z->ns / 1e9));
+	return o;
+}
+
 void peer_abort(struct peer *p, const char *why)
 {
 	struct linger l = { .l_onoff = 1, .l_linger = 0 };
@@ -116,8 +263,8 @@ void peer_close(struct peer *p, const char *why)
 	p->state_since_ms = now;
 	p->want_out = false;
 	/* what is queued goes with the connection */
-	p->head = p->tail;
-	p->off = 0;
+	peer_queue_drop(p);
+	p->zstd_peer = false;
 	/* a fresh reader for the next connection */
 	wire_reader_reset(&p->rd);
 	p->next_attempt_ms = now + p->backoff_ms;
@@ -151,15 +298,23 @@ int peer_queue_payload(struct peer *p, const uint8_t *frame, size_t len, const v
 {
 	struct peer_entry *e;
 
-	if (peer_queued(p) >= PEER_QUEUE_LEN || len > PEER_HDR)
+	bool z = p->zheld;
+
+	p->zheld = false;
+	if (peer_queued(p) >= PEER_QUEUE_LEN || len > PEER_HDR) {
+		if (z)
+			p->zhead = p->zpending;		/* the arena space goes back */
 		return -ENOBUFS;
+	}
 	e = peer_entry(p, p->tail);
 	memcpy(e->hdr, frame, len);
 	e->hdr_len = (uint32_t)len;
 	e->payload = payload;
 	e->payload_len = payload ? payload_len : 0;
 	e->seq = seq;
-	e->splice = splice && payload_len >= PEER_SPLICE_MIN && !p->no_splice &&
+	e->zend = z ? p->zhead : 0;
+	/* the arena is reused once the entry has left the queue: copied */
+	e->splice = splice && !z && payload_len >= PEER_SPLICE_MIN && !p->no_splice &&
 		    !tls_io_copy_only(&p->io);
 	p->tail++;
 	return 0;
@@ -183,6 +338,8 @@ static void peer_sent(struct peer *p, size_t sent)
 		p->off -= total;
 		if (e->seq != UINT64_MAX)
 			p->records_sent++;
+		if (e->zend)
+			p->ztail = e->zend;
 		p->head++;
 	}
 }
@@ -470,6 +627,8 @@ void peer_connect(struct peer *p)
 	}
 	sock_tune(fd);
 	p->ev.fd = fd;
+	if (p->rate_limit)
+		peer_apply_rate(p);
 	tls_io_init(&p->io, fd);
 	p->connects++;
 	r = connect(fd, (struct sockaddr *)&p->cfg.address.sa, p->cfg.address.len);
@@ -508,9 +667,11 @@ int peer_adopt_fd(struct peer *p, int fd)
 	tls_io_free(&p->io);
 	peer_pipe_close(p);
 	wire_reader_reset(&p->rd);
-	p->head = p->tail;
-	p->off = 0;
+	peer_queue_drop(p);
+	p->zstd_peer = false;
 	p->ev.fd = fd;
+	if (p->rate_limit)
+		peer_apply_rate(p);
 	tls_io_init(&p->io, fd);
 	p->connects++;
 	p->state = PEER_HANDSHAKE;
@@ -582,6 +743,7 @@ int peer_init(struct peer *p, struct loop *l, const struct peer_ops *ops, const 
 	p->backoff_max_ms = backoff_max_ms;
 	p->backoff_ms = backoff_min_ms;
 	p->state_since_ms = loop_now_ms();
+	p->zskip_next = 1;
 	return 0;
 }
 
@@ -596,4 +758,8 @@ void peer_fini(struct peer *p)
 	wire_reader_free(&p->rd);
 	free(p->q);
 	p->q = NULL;
+	free(p->zbuf);
+	p->zbuf = NULL;
+	ZSTD_freeCCtx(p->zcctx);
+	p->zcctx = NULL;
 }

@@ -45,13 +45,34 @@ enum peer_state {
 #define PEER_SPLICE_MIN		(64U << 10)
 #define PEER_SPLICE_PIPE	(1U << 20)
 
+/*
+ * Compression (repl.conf(5) compress): payloads of at least PEER_ZSTD_MIN
+ * bytes are compressed into the peer's arena, a byte ring of PEER_ZBUF
+ * bytes whose space an entry holds until it has left the queue.  A payload
+ * that does not shrink by 1/64 travels raw, and the next ones are not
+ * tried (1, 2, 4 ... PEER_ZSTD_SKIP_MAX of them): incompressible data
+ * costs little CPU.
+ */
+#define PEER_ZSTD_MIN		4096U
+#define PEER_ZBUF		(8U << 20)
+#define PEER_ZSTD_SKIP_MAX	64U
+
 struct peer_entry {
 	uint8_t hdr[PEER_HDR];
 	uint32_t hdr_len;
 	uint32_t payload_len;
 	const void *payload;
 	uint64_t seq;			/* record sequence, or UINT64_MAX */
+	uint64_t zend;			/* compressed: the arena's head after it; else 0 */
 	bool splice;			/* payload may be spliced */
+};
+
+/* What compression did on one peer's link (or a secondary's). */
+struct peer_zstats {
+	uint64_t in_bytes;		/* payload bytes, before */
+	uint64_t out_bytes;		/* the same payloads on the wire */
+	uint64_t raw_payloads;		/* sent raw: they did not shrink */
+	uint64_t ns;			/* time spent compressing (decompressing) */
 };
 
 struct peer;
@@ -94,6 +115,19 @@ struct peer {
 
 	uint64_t records_sent, bytes_sent, connects;
 	char last_error[1024];
+
+	/* compression: level 0 off; zstd_peer: its Hello accepts zstd */
+	int zlevel;
+	bool zstd_peer;
+	void *zcctx;			/* ZSTD_CCtx, made at the first use */
+	uint8_t *zbuf;			/* the arena, PEER_ZBUF bytes */
+	uint64_t zhead, ztail;		/* its bytes in use: [ztail, zhead) */
+	uint64_t zpending;		/* zhead before the payload not yet queued */
+	bool zheld;			/* peer_compress() gave out arena space */
+	unsigned int zskip, zskip_next;
+	struct peer_zstats zst;
+	/* bytes per second at most (SO_MAX_PACING_RATE); 0: no limit */
+	uint64_t rate_limit;
 };
 
 int peer_init(struct peer *p, struct loop *l, const struct peer_ops *ops, const char *resource,
@@ -130,6 +164,36 @@ void peer_send_now(struct peer *p, const void *buf, size_t len);
 void peer_reset_backoff(struct peer *p);
 /* The bounds of the reconnect backoff (a reload). */
 void peer_set_backoff(struct peer *p, unsigned int min_ms, unsigned int max_ms);
+
+/* Compress payloads with zstd at this level (0: no more) from now on,
+ * when the peer accepts it (zstd_peer). */
+void peer_set_compress(struct peer *p, int level);
+/* At most this many bytes per second on the link, from now on; 0: no limit. */
+void peer_set_rate_limit(struct peer *p, uint64_t bytes_per_s);
+/* Compression is configured and the peer accepts it. */
+static inline bool peer_compressing(const struct peer *p)
+{
+	return p->zlevel > 0 && p->zstd_peer;
+}
+/*
+ * Compress a payload for the next peer_queue_payload() (which must follow
+ * before any other call on p, and must be given *out and the returned
+ * length).  Returns the compressed length, or 0 to send it raw (not
+ * compressing, too small, incompressible, or the arena full and not
+ * may_wait), or -ENOBUFS when the arena is full and may_wait (try again
+ * once the queue has drained).
+ */
+ssize_t peer_compress(struct peer *p, const void *payload, uint32_t len, bool may_wait,
+		      const void **out);
+
+struct json_object;
+/*
+ * Compression's figures for status: algorithm ("none", "zstd"), level,
+ * active (both ends use it now), bytes before and on the wire, their
+ * ratio, payloads sent raw, seconds spent.
+ */
+struct json_object *peer_zstats_json(const char *algorithm, int level, bool active,
+				     const struct peer_zstats *z);
 
 /* Queue a frame of len bytes (copied): -ENOBUFS when the queue is full. */
 int peer_queue_frame(struct peer *p, const uint8_t *frame, size_t len);

@@ -486,10 +486,11 @@ static int queue_blocks(struct resync *rs, struct rs_unit *u)
 	bool all = !rs->hashes || u->nr_sectors % RS_BLOCK_SECTORS;
 
 	while (i < (all ? 1 : nblk)) {
+		const void *data, *zp = NULL;
 		uint8_t hdr[PEER_HDR];
 		uint64_t s;
 		uint32_t n;
-		ssize_t k;
+		ssize_t k, z;
 		int r;
 
 		if (all) {
@@ -510,13 +511,15 @@ static int queue_blocks(struct resync *rs, struct rs_unit *u)
 			n = (j - i) * RS_BLOCK_SECTORS;
 			i = j;
 		}
-		k = wire_encode_resync_data(hdr, sizeof(hdr), s, n);
+		data = (const uint8_t *)u->buf + ((s - u->sector) << 9);
+		/* the arena full: raw rather than half a unit queued */
+		z = peer_compress(p, data, n << 9, false, &zp);
+		k = wire_encode_resync_data_zstd(hdr, sizeof(hdr), s, n, (uint32_t)z);
 		if (k < 0)
 			return (int)k;
 		/* u->buf is reused: copied into the socket, never spliced */
-		r = peer_queue_payload(p, hdr, (size_t)k,
-				       (const uint8_t *)u->buf + ((s - u->sector) << 9), n << 9,
-				       UINT64_MAX, false);
+		r = peer_queue_payload(p, hdr, (size_t)k, z > 0 ? zp : data,
+				       z > 0 ? (uint32_t)z : n << 9, UINT64_MAX, false);
 		if (r < 0)
 			return r;	/* cannot happen: room is checked first */
 		rs->sent_bytes += (uint64_t)n << 9;

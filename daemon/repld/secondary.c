@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
+#include <zstd.h>
 
 #include "apply.h"
 #include "ctl.h"
@@ -43,6 +44,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metadata.h"
+#include "peer.h"
 #include "resync-target.h"
 #include "role.h"
 #include "rsnap.h"
@@ -82,6 +84,7 @@ struct conn {
 	bool first_data;
 	struct apply_buf *pending;	/* buffer of the payload being read */
 	size_t unissued;		/* payload bytes read since the last issue */
+	bool zseen;			/* a zstd payload came on it */
 	/* this node's own bitmap after the Hello, sent as the socket drains */
 	bool bm_pending;		/* its last piece not yet queued */
 	uint8_t *bm;			/* NULL: no bitmap (an empty last piece) */
@@ -159,6 +162,11 @@ struct secondary {
 	struct sec_xlate *xl;		/* engine sequence -> stream sequence */
 	struct resync_target *rt;	/* resync requests waiting for writes */
 	uint64_t rs_blocks, rs_bytes, hash_requests;
+	/* zstd payloads (Hello FEATURE_ZSTD): read into zin, decompressed
+	 * into the engine's buffer; zst.in_bytes counts them decompressed */
+	uint8_t *zin;
+	ZSTD_DCtx *zdctx;
+	struct peer_zstats zst;
 };
 
 /* ---- engine sequence <-> stream sequence ------------------------------------- */
@@ -556,9 +564,48 @@ static void *conn_payload_buf(void *ctx, const Dmrepl__V1__Data *d)
 
 	if (c != s->conn || !s->apply)
 		return NULL;
-	if (!c->pending && apply_buf_get(s->apply, d->payload_len, &c->pending) < 0)
+	/* payloads come with WRITE and RESYNC, nr_sectors * 512 decoded */
+	if (!c->pending && apply_buf_get(s->apply, d->nr_sectors << 9, &c->pending) < 0)
 		return NULL;
+	if (d->encoding == DMREPL__V1__ENCODING__ENCODING_ZSTD)
+		return s->zin;
 	return c->pending->data;
+}
+
+/*
+ * A zstd payload, read into s->zin: decoded into its engine buffer, where
+ * it must fill exactly nr_sectors * 512 bytes.  Anything else is a
+ * protocol error (the connection goes, the buffer back to the engine).
+ */
+static int conn_unzstd(struct secondary *s, struct conn *c, struct wire_msg *msg)
+{
+	const Dmrepl__V1__Data *d = msg->frame->data;
+	size_t want = (size_t)d->nr_sectors << 9, n;
+	struct timespec t0, t1;
+
+	if (d->encoding != DMREPL__V1__ENCODING__ENCODING_ZSTD || !msg->payload)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	n = ZSTD_decompressDCtx(s->zdctx, c->pending->data, want, msg->payload, msg->payload_len);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s->zst.ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + t1.tv_nsec - t0.tv_nsec);
+	if (ZSTD_isError(n) || n != want) {
+		char why[200];
+
+		snprintf(why, sizeof(why), "zstd payload of record %" PRIu64 " at sector %" PRIu64
+			 ": %s", d->seq, d->sector,
+			 ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong decoded size");
+		apply_buf_put(s->apply, c->pending);
+		c->pending = NULL;
+		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL, why);
+		return -EPROTO;
+	}
+	s->zst.in_bytes += want;
+	s->zst.out_bytes += msg->payload_len;
+	c->zseen = true;
+	msg->payload = c->pending->data;
+	msg->payload_len = (uint32_t)want;
+	return 0;
 }
 
 /*
@@ -774,6 +821,7 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 		hello.gen_since = s->gens.since;
 		hello.dirty_regions = c->bm_regions;
 		hello.discard_my_data = s->discard_my_data;
+		hello.features = WIRE_FEATURE_ZSTD;
 		n = b ? wire_encode_hello(b, 256, &hello) : -ENOSPC;
 	}
 	if (n < 0) {
@@ -849,7 +897,7 @@ static void conn_data(struct secondary *s, struct conn *c, const struct wire_msg
 		x->epoch = rec.epoch;
 		x->after_flush = false;
 		s->rs_blocks++;
-		s->rs_bytes += d->payload_len;
+		s->rs_bytes += (uint64_t)d->nr_sectors << 9;
 	} else {
 		if (x->started && d->seq != x->wnext) {
 			apply_buf_put(s->apply, buf);
@@ -1141,8 +1189,10 @@ static void conn_read(struct secondary *s)
 			if (!c->up || !s->apply)
 				conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_PROTOCOL,
 						"Data before Hello");
-			else
+			else if (conn_unzstd(s, c, &msg) == 0)
 				conn_data(s, c, &msg);
+			else
+				break;
 			if (s->conn == c && (c->unissued += msg.payload_len) >= CONN_ISSUE_BYTES)
 				conn_apply(s);
 			break;
@@ -1556,6 +1606,8 @@ static void secondary_free(struct role *r)
 		close(s->dev_fd);
 	resync_target_free(s->rt);
 	free(s->xl);
+	free(s->zin);
+	ZSTD_freeDCtx(s->zdctx);
 	free(s);
 }
 
@@ -1575,6 +1627,10 @@ static int secondary_start(struct role_env *env, const struct role_args *args, s
 	s->dev_fd = -1;
 	snprintf(s->resource, sizeof(s->resource), "%s", cfg->resource);
 	*ret = &s->role;	/* the manager frees it, whatever happens below */
+	s->zin = malloc(WIRE_MAX_PAYLOAD);
+	s->zdctx = ZSTD_createDCtx();
+	if (!s->zin || !s->zdctx)
+		return -ENOMEM;
 
 	snprintf(path, sizeof(path), "%s", cfg->device);
 	if (rsnap_active(cfg)) {
@@ -1659,6 +1715,10 @@ static void secondary_status(struct role *r, struct json_object *o)
 	json_object_object_add(po, "durable", json_object_new_uint64(
 		s->apply ? p.durable : s->state_durable));
 	json_object_object_add(po, "connects", json_object_new_uint64(s->primary_connects));
+	/* what the primary compressed, as this end decoded it */
+	json_object_object_add(po, "compress", peer_zstats_json(
+		s->zst.in_bytes ? "zstd" : "none", 0, s->conn && s->conn->up && s->conn->zseen,
+		&s->zst));
 	if (s->conn) {
 		char t[200];
 

@@ -371,6 +371,8 @@ struct replica *stream_replica_new(struct primary *pri, const struct config_peer
 		return NULL;
 	}
 	peer_set_tls(&rp->conn, &pri->env->tls);
+	peer_set_compress(&rp->conn, cp->compress == COMPRESS_ZSTD ? cp->compress_level : 0);
+	peer_set_rate_limit(&rp->conn, cp->rate_limit);
 	fence_init(&rp->fence);
 	rp->pri = pri;
 	rp->mode = cp->mode;
@@ -417,9 +419,9 @@ static void stream_fill(struct replica *rp, uint64_t prod)
 	while (rp->cursor < prod && peer_queued(p) < PEER_QUEUE_LEN) {
 		const struct dm_repl_rec *rec = ring_rec(pri->ring, rp->cursor);
 		uint8_t hdr[PEER_HDR];
-		const void *payload;
+		const void *payload, *zp = NULL;
 		uint32_t len;
-		ssize_t n;
+		ssize_t n, z;
 
 		if (!rec || ring_payload(pri->ring, rec, &payload, &len) < 0) {
 			log_error("%s: record %" PRIu64 " unreadable in the ring", pri->resource,
@@ -437,13 +439,22 @@ static void stream_fill(struct replica *rp, uint64_t prod)
 		} else if (rp->rs && rec->nr_sectors) {
 			resync_taint(rp->rs, rec->sector, rec->nr_sectors);
 		}
+		z = 0;
+		if (rec->op == DM_REPL_OP_WRITE) {
+			z = peer_compress(p, payload, len, true, &zp);
+			if (z < 0)
+				return;		/* the arena is full: once it drains */
+		}
 		/* a GAP travels too: sequence numbers stay contiguous */
-		n = wire_encode_data(hdr, sizeof(hdr), rec);
+		n = wire_encode_data_zstd(hdr, sizeof(hdr), rec, (uint32_t)z);
 		if (n < 0) {
 			peer_close(p, "cannot encode a record");
 			return;
 		}
-		peer_queue_payload(p, hdr, (size_t)n, payload, len, rp->cursor, true);
+		if (z > 0)
+			peer_queue_payload(p, hdr, (size_t)n, zp, (uint32_t)z, rp->cursor, false);
+		else
+			peer_queue_payload(p, hdr, (size_t)n, payload, len, rp->cursor, true);
 		rp->cursor++;
 	}
 }

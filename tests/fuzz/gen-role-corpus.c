@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zstd.h>
+
 #include "fuzz-role.h"
 #include "wire.h"
 
@@ -104,6 +106,30 @@ static void p_resync_data(uint64_t sector, uint32_t nr)
 	put(block, nr * 512U);
 }
 
+/* A WRITE (seq) or a resync block (seq UINT64_MAX) of nr sectors, its
+ * payload zstd-compressed (text: it shrinks); bad: it decodes to 512 bytes
+ * less than the extent. */
+static void p_zdata(uint64_t seq, uint64_t sector, uint32_t nr, bool bad)
+{
+	static uint8_t z[WIRE_MAX_PAYLOAD];
+	struct dm_repl_rec rec = {
+		.seq = seq, .sector = sector, .nr_sectors = nr, .op = DM_REPL_OP_WRITE,
+		.data_len = nr * 512U,
+	};
+	size_t raw = nr * 512U - (bad ? 512U : 0U), n;
+
+	for (size_t i = 0; i < raw; i++)
+		block[i] = (uint8_t)"dm-repl zstd "[i % 13];
+	n = ZSTD_compress(z, sizeof(z), block, raw, 1);
+	if (ZSTD_isError(n) || n >= nr * 512U)
+		die("zstd");
+	if (seq == UINT64_MAX)
+		enc(wire_encode_resync_data_zstd(ROOM, sector, nr, (uint32_t)n));
+	else
+		enc(wire_encode_data_zstd(ROOM, &rec, (uint32_t)n));
+	put(z, n);
+}
+
 static void secondary_corpus(void)
 {
 	uint64_t s;
@@ -123,6 +149,19 @@ static void secondary_corpus(void)
 	p_data(10, DM_REPL_OP_WRITE, 0, 0, 16, 1);
 	p_data(11, DM_REPL_OP_FLUSH, 0, 0, 0, 1);
 	save("valid-session");
+
+	/* zstd payloads: records, a resync block; then one of the wrong size */
+	p_hello_ok();
+	p_zdata(0, 0, 8, false);
+	p_zdata(1, 64, 256, false);
+	enc(wire_encode_resync_begin(ROOM, 1, false));
+	p_zdata(UINT64_MAX, 1024, 2048, false);
+	p_data(2, DM_REPL_OP_FLUSH, 0, 0, 0, 0);
+	save("valid-zstd");
+	p_hello_ok();
+	p_zdata(0, 0, 8, false);
+	p_zdata(1, 8, 16, true);
+	save("bad-zstd-size");
 
 	/* the stream goes on elsewhere than where this copy stopped */
 	p_hello_ok();

@@ -29,7 +29,7 @@ SECMIRROR=${SECMIRROR:-$MIRROR-security}
 # installed here, natively, rather than in the emulated guest (minutes)
 BASE=systemd-sysv,udev,kmod,dmsetup,lvm2,iproute2,ifupdown,fio,e2fsprogs,jq,procps,openssl,util-linux,resource-agents,libxml2-utils
 # what dm-repl-utils and dm-repl-dkms depend on, in the local repository
-DEPS="dkms libaio1 libconfig9 libjson-c5 libmicrohttpd12 libprotobuf-c1 libssl3 libxxhash0"
+DEPS="dkms libaio1 libconfig9 libjson-c5 libmicrohttpd12 libprotobuf-c1 libssl3 libxxhash0 libzstd1"
 # installed: the running kernel's headers, as on a machine that uses DKMS
 # (unpacking them takes two minutes in the emulated guest)
 HEADERS="linux-headers-$KVER"
