@@ -6,7 +6,9 @@
  *
  * Cases: oversized, zero-length, garbage, version, unknown-node,
  * wrong-resource, wrong-role, too-big-device, data-before-hello,
- * payload-mismatch, beyond-device, bad-op, truncated, second-hello,
+ * payload-mismatch, beyond-device, zstd-garbage (a zstd payload that is
+ * none), zstd-long and zstd-short (valid zstd frames that decode to more
+ * or less than the record's extent), bad-op, truncated, second-hello,
  * backwards-seq, hello-only (a valid Hello: refused only for who sends
  * it), hole (a valid Hello and a record at 1000 of a stream the secondary
  * does not hold: accepted, the copy must mark itself Inconsistent), write
@@ -25,6 +27,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <zstd.h>
 
 #include "config.h"
 #include "wire.h"
@@ -100,6 +104,42 @@ static int send_data(int fd, uint64_t seq, uint32_t op, uint64_t sector, uint32_
 	if (!r && payload_bytes)
 		r = send_raw(fd, zero, payload_bytes);
 	return r;
+}
+
+/* A WRITE of nr sectors at sector whose payload is len bytes "in zstd". */
+static int send_zdata(int fd, uint64_t sector, uint32_t nr, const void *payload, size_t len)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
+	uint8_t buf[WIRE_MAX_MSG];
+	size_t n;
+	int r;
+
+	d.op = DM_REPL_OP_WRITE;
+	d.sector = sector;
+	d.nr_sectors = nr;
+	d.payload_len = (uint32_t)len;
+	d.encoding = DMREPL__V1__ENCODING__ENCODING_ZSTD;
+	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
+	f.data = &d;
+	n = wire_raw_pack(buf, sizeof(buf), &f);
+	if (!n)
+		return -EMSGSIZE;
+	r = send_raw(fd, buf, n);
+	return r ? r : send_raw(fd, payload, len);
+}
+
+/* A zstd frame of raw bytes of 0xa5: a valid one, of the wrong size. */
+static int send_zstd_of(int fd, uint32_t nr, size_t raw)
+{
+	static uint8_t in[1 << 16], out[1 << 16];
+	size_t z;
+
+	memset(in, 0xa5, raw);
+	z = ZSTD_compress(out, sizeof(out), in, raw, 1);
+	if (ZSTD_isError(z))
+		return -EINVAL;
+	return send_zdata(fd, 8, nr, out, z);
 }
 
 /* Wait for the secondary's verdict, skipping its Hello and keepalives. */
@@ -192,6 +232,15 @@ int main(int argc, char **argv)
 			r = send_data(fd, 0, DM_REPL_OP_WRITE, 0, 8, 100, 100);
 		else if (!r && !strcmp(c, "beyond-device"))
 			r = send_data(fd, 0, DM_REPL_OP_WRITE, sectors * 4, 8, 4096, 4096);
+		else if (!r && !strcmp(c, "zstd-garbage")) {
+			static uint8_t junk[100];
+
+			memset(junk, 0xa5, sizeof(junk));
+			r = send_zdata(fd, 8, 8, junk, sizeof(junk));
+		} else if (!r && !strcmp(c, "zstd-long"))
+			r = send_zstd_of(fd, 8, 8192);	/* 8 sectors: 4096 bytes */
+		else if (!r && !strcmp(c, "zstd-short"))
+			r = send_zstd_of(fd, 8, 2048);
 		else if (!r && !strcmp(c, "bad-op"))
 			r = send_data(fd, 0, 77, 0, 8, 0, 0);
 		else if (!r && !strcmp(c, "truncated")) {

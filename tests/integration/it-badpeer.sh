@@ -1,7 +1,8 @@
 #!/bin/bash
 # Hostile primaries: oversized and malformed frames, wrong protocol version,
 # unknown node, wrong resource or role, a device too big, data before the
-# handshake, payload/extent mismatches, a bad op, a truncated frame,
+# handshake, payload/extent mismatches, zstd payloads that are not or that
+# decode to the wrong size, a bad op, a truncated frame,
 # sequence numbers going backwards.  Each is refused (an Error frame or a
 # closed connection), nothing is written, the secondary keeps running and
 # then serves the real primary.
@@ -11,8 +12,8 @@ head -c 1M /dev/urandom > seed.bin
 dd if=seed.bin of=beta.img conv=notrunc status=none
 sum0=$(sha256sum < beta.img)
 for c in oversized zero-length garbage version unknown-node wrong-resource wrong-role \
-	too-big-device data-before-hello payload-mismatch beyond-device bad-op truncated \
-	second-hello backwards-seq; do
+	too-big-device data-before-hello payload-mismatch beyond-device zstd-garbage zstd-long \
+	zstd-short bad-op truncated second-hello backwards-seq; do
 	out=$("$BADPEER" "127.0.0.1:${SEC_PORT[beta]}" $c --sectors 131072) ||
 		fail "case $c: not refused ($out)"
 	log "$c: $out"
@@ -36,4 +37,4 @@ primary_config beta:sync
 "$SIM" -c alpha.conf --dev alpha.img --seed 15 --count 300 --max-kb 64 --flush-every 20 \
 	--check beta=beta.img | tail -1
 cmp -n $((64 << 20)) alpha.img beta.img || fail "copy differs after the bad peers"
-pass "16 kinds of hostile peers refused, nothing written, secondary alive"
+pass "19 kinds of hostile peers refused, nothing written, secondary alive"

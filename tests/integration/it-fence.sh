@@ -100,7 +100,9 @@ wait_status 10 '.peers[0].fence == "fenced"' ||
 grep -q "peer beta: fenced" sim.out || fail "no notice that beta was fenced"
 "$REPLCTL" -s alpha.sock status | grep -q "beta connection:.* fence:fenced" ||
 	fail "the text status does not say fenced: $("$REPLCTL" -s alpha.sock status)"
-"$REPLCTL" -s alpha.sock metrics r0 | grep -qx 'dmrepl_peer_fenced{resource="r0",peer="beta"} 1' ||
+# (to a file first: grep -q would end the pipe before replctl is done)
+"$REPLCTL" -s alpha.sock metrics r0 > m.txt
+grep -qx 'dmrepl_peer_fenced{resource="r0",peer="beta"} 1' m.txt ||
 	fail "dmrepl_peer_fenced is not 1"
 sleep 1
 beta_back
@@ -132,7 +134,8 @@ wait_status 10 '.peers[0].fence == "failed"' || fail "a handler exiting 3 did no
 [ "$(grep -c 'peer beta: the fence-peer handler failed to fence it: .*exit status 3' sim.out)" = 1 ] ||
 	fail "the failure is not logged once with the exit status: $(grep 'fence-peer' sim.out)"
 [ "$(status alpha | jq '.peers[0].fence_failures')" = 1 ] || fail "fence_failures is not 1"
-"$REPLCTL" -s alpha.sock metrics r0 | grep -qx 'dmrepl_fence_failures_total{resource="r0",peer="beta"} 1' ||
+"$REPLCTL" -s alpha.sock metrics r0 > m.txt
+grep -qx 'dmrepl_fence_failures_total{resource="r0",peer="beta"} 1' m.txt ||
 	fail "dmrepl_fence_failures_total is not 1"
 beta_back
 wait_status 10 '.peers[0].fence == "none"' || fail "a failed fence was not undone once beta was UpToDate"

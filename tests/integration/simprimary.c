@@ -74,6 +74,8 @@ struct sim {
 	uint64_t unlogged;		/* ... and do not log the unlogged before it */
 	unsigned int rate_ms, hold_ms;
 	unsigned int finish_ms;		/* wait for the peers after the last op */
+	unsigned int compressible;	/* percent of each 4 KiB block that is text */
+	unsigned int linger_ms;		/* in sync: stay this long (status readable) */
 	struct check checks[MAX_CHECKS];
 	unsigned int nr_checks;
 	atomic_bool sync;		/* the "target's" mode, set by the manager */
@@ -217,6 +219,22 @@ static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *
 	free(back);
 }
 
+/*
+ * --compressible PCT: the first PCT% of every 4 KiB block of a payload
+ * becomes text (write i's number over and over), which zstd shrinks; the
+ * rest stays pseudo-random, which it cannot.
+ */
+static void sim_compressible(const struct sim *s, uint64_t i, uint8_t *buf, uint64_t len)
+{
+	size_t text = (size_t)s->compressible * 4096 / 100;
+	char word[32];
+	int n = snprintf(word, sizeof(word), "write %" PRIu64 " ", i);
+
+	for (uint64_t b = 0; b + 4096 <= len && text; b += 4096)
+		for (size_t k = 0; k < text; k++)
+			buf[b + k] = (uint8_t)word[k % (size_t)n];
+}
+
 static void *sim_producer(void *arg)
 {
 	struct sim *s = arg;
@@ -274,6 +292,7 @@ static void *sim_producer(void *arg)
 			if (every(s->fua_every, i))
 				flags |= DM_REPL_F_FUA;
 			pattern_fill(s->seed, i, off, buf, len);
+			sim_compressible(s, i, buf, len);
 			if (pwrite(s->dev_fd, buf, len, (off_t)off) != (ssize_t)len)
 				goto io_error;
 			r = sim_log(s, op, flags, off >> 9, len >> 9, buf, len, &seq);
@@ -375,6 +394,12 @@ static void *sim_finisher(void *arg)
 		}
 		usleep(20000);
 	}
+	if (!atomic_load(&s->failed) && s->linger_ms) {
+		/* the peers are in sync: a test reads the status now */
+		printf("repl-simprimary: in sync, lingering %u ms\n", s->linger_ms);
+		fflush(stdout);
+		usleep(s->linger_ms * 1000U);
+	}
 	kill(getpid(), SIGTERM);
 	return NULL;
 }
@@ -398,6 +423,8 @@ int main(int argc, char **argv)
 		{ "gap-at", required_argument, NULL, 'G' },
 		{ "unlogged", required_argument, NULL, 'L' },
 		{ "finish-ms", required_argument, NULL, 'W' },
+		{ "compressible", required_argument, NULL, 'Z' },
+		{ "linger-ms", required_argument, NULL, 'I' },
 		{ 0 },
 	};
 	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
@@ -428,6 +455,8 @@ int main(int argc, char **argv)
 		case 'H': s.hold_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'G': s.gap_at = strtoull(optarg, NULL, 0); break;
 		case 'W': s.finish_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'Z': s.compressible = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'I': s.linger_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'L': s.unlogged = strtoull(optarg, NULL, 0); break;
 		case 'C': {
 			const char *eq = strchr(optarg, '=');

@@ -104,7 +104,9 @@ tls_cert() {
 # settings, in the order given:
 #   NAME=VALUE                  NAME = "VALUE";  (numbers, true and false
 #                               unquoted)
-#   peer=NAME[@ADDRESS][/MODE]  an entry of peers = ( ... ); in the order given
+#   peer=NAME[@ADDRESS][/MODE][;KEY=VALUE...]
+#                               an entry of peers = ( ... ); in the order given,
+#                               with more of its settings after ';'
 #   =TEXT                       the line TEXT as it is
 # Without a transport= or tls-* setting the links are those of
 # DMREPL_TRANSPORT: plain (the default: transport = "plain-insecure"), psk
@@ -131,6 +133,8 @@ repl_conf() {
 			;;
 		peer=*)
 			_p=${_s#peer=}
+			_x=
+			case $_p in *\;*) _x=${_p#*;}; _p=${_p%%;*} ;; esac
 			_m=
 			case $_p in */*) _m=${_p##*/}; _p=${_p%/*} ;; esac
 			_a=
@@ -138,6 +142,15 @@ repl_conf() {
 			_e="{ name = \"$_p\";"
 			[ -z "$_a" ] || _e="$_e address = \"$_a\";"
 			[ -z "$_m" ] || _e="$_e mode = \"$_m\";"
+			# more settings of the peer: ;KEY=VALUE;...
+			while [ -n "$_x" ]; do
+				_kv=${_x%%;*}
+				case $_x in *\;*) _x=${_x#*;} ;; *) _x= ;; esac
+				case ${_kv#*=} in
+				'' | *[!0-9]*) _e="$_e ${_kv%%=*} = \"${_kv#*=}\";" ;;
+				*) _e="$_e ${_kv%%=*} = ${_kv#*=};" ;;
+				esac
+			done
 			_peers="$_peers${_peers:+, }$_e }"
 			;;
 		*=*)
