@@ -281,6 +281,10 @@ static void print_status(struct json_object *o)
 				       a, b, c);
 				if (eta >= 0)
 					printf(" eta:%" PRId64 "s", eta);
+				if (ju64(t, "pace_bytes_per_s")) {
+					human_bytes(ju64(t, "pace_bytes_per_s"), c, sizeof(c));
+					printf(" pace:%s/s", c);
+				}
 			}
 			printf("\n");
 			if (*jstr(p, "full_sync_reason") && strcmp(jstr(p, "disk"), "UpToDate"))

@@ -299,8 +299,25 @@ void admin_status(struct primary *pri, struct json_object *o)
 		if (rp->full_why)
 			json_object_object_add(po, "full_sync_reason",
 					       json_object_new_string(rp->full_why));
-		if (rp->rs)
+		if (rp->rs) {
+			struct json_object *r;
+
 			resync_status(rp->rs, po);
+			if (json_object_object_get_ex(po, "resync", &r)) {
+				uint64_t base = rsctl_base_us(&rp->rsc);
+
+				/* the controller (rsctl.h): its rate, and what the
+				 * records see */
+				json_object_object_add(r, "pace_bytes_per_s",
+						       json_object_new_uint64(rp->rsc.rate));
+				json_object_object_add(r, "record_latency_base_us",
+						       json_object_new_uint64(base == UINT64_MAX ? 0 : base));
+				json_object_object_add(r, "record_latency_last_us",
+						       json_object_new_uint64(rp->rsc.last_mean_us));
+				json_object_object_add(r, "pace_backoffs",
+						       json_object_new_uint64(rp->rsc.backoffs));
+			}
+		}
 		json_object_object_add(po, "resyncs_done", json_object_new_uint64(rp->resyncs_done));
 		json_object_object_add(po, "last_resync_bytes",
 				       json_object_new_uint64(rp->last_resync_bytes));

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -90,6 +92,7 @@ static void peer_queue_drop(struct peer *p)
 {
 	p->head = p->tail;
 	p->off = 0;
+	p->queued_bytes = 0;
 	p->ztail = p->zhead;
 	p->zheld = false;
 }
@@ -316,6 +319,7 @@ int peer_queue_payload(struct peer *p, const uint8_t *frame, size_t len, const v
 	/* the arena is reused once the entry has left the queue: copied */
 	e->splice = splice && !z && payload_len >= PEER_SPLICE_MIN && !p->no_splice &&
 		    !tls_io_copy_only(&p->io);
+	p->queued_bytes += e->hdr_len + e->payload_len;
 	p->tail++;
 	return 0;
 }
@@ -340,8 +344,18 @@ static void peer_sent(struct peer *p, size_t sent)
 			p->records_sent++;
 		if (e->zend)
 			p->ztail = e->zend;
+		p->queued_bytes -= total;
 		p->head++;
 	}
+}
+
+uint64_t peer_ahead_bytes(const struct peer *p)
+{
+	int unsent = 0;
+
+	if (p->ev.fd >= 0 && ioctl(p->ev.fd, SIOCOUTQNSD, &unsent) < 0)
+		unsent = 0;
+	return p->queued_bytes - p->off + p->pipe_len + (uint64_t)(unsent > 0 ? unsent : 0);
 }
 
 /* Splicing does not work here: say so once, copy from now on. */

@@ -114,6 +114,7 @@ struct peer {
 	bool no_splice;			/* splicing failed once: copy instead */
 
 	uint64_t records_sent, bytes_sent, connects;
+	uint64_t queued_bytes;		/* headers and payloads in the queue */
 	char last_error[1024];
 
 	/* compression: level 0 off; zstd_peer: its Hello accepts zstd */
@@ -218,6 +219,12 @@ static inline uint64_t peer_sent_upto(const struct peer *p)
 {
 	return p->head;
 }
+
+/*
+ * Bytes the next frame queued would wait behind on this side: the queue's,
+ * the pipe's and those the socket holds not yet sent.
+ */
+uint64_t peer_ahead_bytes(const struct peer *p);
 
 /* Send what the socket takes; EPOLLOUT when it is full. */
 void peer_flush(struct peer *p);

@@ -33,11 +33,14 @@
 #include "peer.h"
 #include "resync.h"
 #include "role.h"
+#include "rsctl.h"
 
 struct primary;
 struct ring;
 
 /* A secondary as the primary sees it: its connection and its stream. */
+#define STREAM_LAT_RING	1024U
+
 struct replica {
 	struct peer conn;
 	struct primary *pri;
@@ -73,6 +76,14 @@ struct replica {
 	bool split_brain;		/* refused: divergent data */
 
 	struct fence fence;		/* the fence-peer handler for it */
+
+	/* the resync controller, fed by the records' latencies: when each
+	 * of the last STREAM_LAT_RING records was queued */
+	struct rsctl rsc;
+	struct stream_lat {
+		uint64_t seq;
+		uint64_t t_us;
+	} lat[STREAM_LAT_RING];
 };
 
 struct primary {

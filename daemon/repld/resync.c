@@ -20,7 +20,9 @@
  *      for a verify, tells the owner which regions differ.
  *
  * Application records go first: new units start only while the peer's
- * send queue is at most a quarter full, and at most resync-rate-mb.  Every
+ * send queue is at most a quarter full and holds less than the pace's
+ * ahead_max bytes, at the pace's rate (rsctl.h), in units of at most its
+ * unit_sectors.  Every
  * 64 MiB, and at the end (done), a ResyncFlush makes the peer's copy
  * durable; the owner then clears the regions below the oldest unfinished
  * unit, unless something was marked since the pass took them (then the
@@ -52,6 +54,7 @@
 #define RS_FLUSH_BYTES	(64ULL << 20)		/* ResyncFlush every ... */
 #define RS_BLOCK_SECTORS 8U			/* 4 KiB hash blocks */
 #define RS_IO_DEPTH	(RS_INFLIGHT * CFG_MAX_PEERS)	/* every peer may resync at once */
+#define RS_WINDOW_MS	100U			/* the pace's rate, per window */
 
 enum unit_state {
 	U_FREE = 0,
@@ -105,7 +108,10 @@ struct resync {
 	uint64_t nr_regions, region_sectors, dev_sectors;
 	uint64_t total_bytes, done_bytes, sent_bytes, differ_bytes;
 	uint64_t next_sector;		/* iterator */
-	uint64_t *retry;		/* unit sectors to do again */
+	struct rs_retry {
+		uint64_t sector;
+		uint32_t nr;
+	} *retry;			/* units to do again */
 	unsigned int nr_retry, max_retry;
 	struct rs_unit u[RS_INFLIGHT];
 	uint64_t next_id;
@@ -117,7 +123,8 @@ struct resync {
 	uint64_t cleared_upto;
 	uint64_t started_ms;
 	uint64_t mismatched_regions;
-	uint64_t window_ms, window_bytes;	/* resync-rate-mb */
+	uint64_t window_ms, window_bytes;	/* the pace's rate */
+	uint64_t ahead_waits;		/* steps that waited for the queue to drain */
 	bool finished;
 };
 
@@ -314,12 +321,16 @@ void resync_free(struct resync *rs, const char *why)
 }
 
 /* Next unit: retries first, then the iterator over the pass's regions. */
-static bool next_unit(struct resync *rs, uint64_t *sector, uint32_t *nr)
+/* The next unit, of at most max sectors (a retry: as it was). */
+static bool next_unit(struct resync *rs, uint32_t max, uint64_t *sector, uint32_t *nr)
 {
 	uint64_t s, r, end;
 
 	if (rs->nr_retry) {
-		s = rs->retry[--rs->nr_retry];
+		rs->nr_retry--;
+		*sector = rs->retry[rs->nr_retry].sector;
+		*nr = rs->retry[rs->nr_retry].nr;
+		return true;
 	} else {
 		s = rs->next_sector;
 		while (s < rs->dev_sectors) {
@@ -339,6 +350,8 @@ static bool next_unit(struct resync *rs, uint64_t *sector, uint32_t *nr)
 		end = rs->dev_sectors;
 	if (end - s > WIRE_MAX_SECTORS_PER_REC)
 		end = s + WIRE_MAX_SECTORS_PER_REC;
+	if (max && end - s > max)
+		end = s + max;
 	*sector = s;
 	*nr = (uint32_t)(end - s);
 	if (s >= rs->next_sector)
@@ -346,18 +359,19 @@ static bool next_unit(struct resync *rs, uint64_t *sector, uint32_t *nr)
 	return true;
 }
 
-static int retry_unit(struct resync *rs, uint64_t sector)
+static int retry_unit(struct resync *rs, uint64_t sector, uint32_t nr)
 {
 	if (rs->nr_retry == rs->max_retry) {
 		unsigned int n = rs->max_retry ? rs->max_retry * 2 : 16;
-		uint64_t *x = realloc(rs->retry, n * sizeof(*x));
+		struct rs_retry *x = realloc(rs->retry, n * sizeof(*x));
 
 		if (!x)
 			return -ENOMEM;
 		rs->retry = x;
 		rs->max_retry = n;
 	}
-	rs->retry[rs->nr_retry++] = sector;
+	rs->retry[rs->nr_retry].sector = sector;
+	rs->retry[rs->nr_retry++].nr = nr;
 	return 0;
 }
 
@@ -373,8 +387,8 @@ static uint64_t clear_watermark(const struct resync *rs)
 		if (rs->u[i].state != U_FREE && rs->u[i].sector / rs->region_sectors < w)
 			w = rs->u[i].sector / rs->region_sectors;
 	for (i = 0; i < rs->nr_retry; i++)
-		if (rs->retry[i] / rs->region_sectors < w)
-			w = rs->retry[i] / rs->region_sectors;
+		if (rs->retry[i].sector / rs->region_sectors < w)
+			w = rs->retry[i].sector / rs->region_sectors;
 	return w;
 }
 
@@ -538,7 +552,7 @@ static int unit_finish(struct resync *rs, struct rs_unit *u)
 		return -EIO;
 	}
 	if (u->tainted) {
-		if (retry_unit(rs, u->sector) < 0) {
+		if (retry_unit(rs, u->sector, u->nr_sectors) < 0) {
 			rs->why = "out of memory";
 			return -ENOMEM;
 		}
@@ -590,7 +604,8 @@ static void unit_start_read(struct resync *rs, struct rs_unit *u)
 	u->state = U_READING;
 }
 
-int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, uint64_t gen)
+int resync_step(struct resync *rs, uint64_t stream_pos, const struct resync_pace *pace,
+		uint64_t gen)
 {
 	struct peer *p = rs->p;
 	uint64_t local = ring_local_seq(rs->ring), now;
@@ -629,10 +644,11 @@ int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, ui
 
 	/*
 	 * New units: records go first (a unit starts only while the send
-	 * queue is at most a quarter full), and at most resync-rate-mb.
+	 * queue is at most a quarter full and what is queued ahead of the
+	 * next record within pace->ahead_max), at pace->rate at most.
 	 */
 	now = loop_now_ms();
-	if (now - rs->window_ms >= 100) {
+	if (now - rs->window_ms >= RS_WINDOW_MS) {
 		rs->window_ms = now;
 		rs->window_bytes = 0;
 	}
@@ -647,15 +663,19 @@ int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, ui
 			continue;
 		if (peer_queued(p) > PEER_QUEUE_LEN / 4)
 			break;
-		if (rate_mb && rs->window_bytes >= (uint64_t)rate_mb * 1048576 / 10)
+		if (pace->rate && rs->window_bytes >= pace->rate * RS_WINDOW_MS / 1000)
 			break;
+		if (pace->ahead_max && peer_ahead_bytes(p) >= pace->ahead_max) {
+			rs->ahead_waits++;
+			break;
+		}
 		if (rs->since_flush >= RS_FLUSH_BYTES) {
 			r = queue_flush(rs, false, gen);
 			if (r < 0)
 				return r;
 			break;
 		}
-		if (!next_unit(rs, &sector, &nr))
+		if (!next_unit(rs, pace->unit_sectors, &sector, &nr))
 			break;
 		/* a unit never crosses its region's end (next_unit()) */
 		if (!u->buf && posix_memalign(&u->buf, 4096,

@@ -78,13 +78,20 @@ int resync_new(struct resync_io *io, struct ring *ring, struct peer *conn, const
 /* Wait for its reads in flight, then forget it; why: it was interrupted. */
 void resync_free(struct resync *rs, const char *why);
 
+/* How fast a pass may go (rsctl.h); 0: no bound of that kind. */
+struct resync_pace {
+	uint64_t rate;			/* bytes per second */
+	uint64_t ahead_max;		/* bytes queued or unsent ahead of the next record */
+	uint32_t unit_sectors;		/* a unit's size at most (a multiple of 8) */
+};
 /*
  * Drive the pass as far as it goes now: stream_pos is the peer's stream
- * position (the next record queued to it), rate_mb the bandwidth cap (0:
- * none), gen the current data generation (for ResyncFlush).  0 running,
+ * position (the next record queued to it), pace how fast it may go, gen
+ * the current data generation (for ResyncFlush).  0 running,
  * RESYNC_VERIFIED, or -errno (resync_why() says why; free it).
  */
-int resync_step(struct resync *rs, uint64_t stream_pos, unsigned int rate_mb, uint64_t gen);
+int resync_step(struct resync *rs, uint64_t stream_pos, const struct resync_pace *pace,
+		uint64_t gen);
 /*
  * The peer made everything up to flush id durable: the regions done are
  * handed to the owner's clean().  0, RESYNC_DONE, or -EPROTO (not an id

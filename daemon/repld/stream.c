@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bitmap.h"
 #include "log.h"
@@ -380,6 +381,7 @@ struct replica *stream_replica_new(struct primary *pri, const struct config_peer
 	rp->holds_ring = true;
 	rp->cursor = pri->released;
 	rp->received = rp->written = rp->durable = pri->released;
+	rsctl_init(&rp->rsc, loop_now_ms());
 	return rp;
 }
 
@@ -410,11 +412,20 @@ int stream_save_gens(struct primary *pri)
 
 /* ---- sending ------------------------------------------------------------------------ */
 
+static uint64_t stream_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000U;
+}
+
 /* Queue records from the ring: header frame + payload pointing into it. */
 static void stream_fill(struct replica *rp, uint64_t prod)
 {
 	struct primary *pri = rp->pri;
 	struct peer *p = &rp->conn;
+	uint64_t now_us = stream_now_us();
 
 	while (rp->cursor < prod && peer_queued(p) < PEER_QUEUE_LEN) {
 		const struct dm_repl_rec *rec = ring_rec(pri->ring, rp->cursor);
@@ -455,6 +466,7 @@ static void stream_fill(struct replica *rp, uint64_t prod)
 			peer_queue_payload(p, hdr, (size_t)n, zp, (uint32_t)z, rp->cursor, false);
 		else
 			peer_queue_payload(p, hdr, (size_t)n, payload, len, rp->cursor, true);
+		rp->lat[rp->cursor % STREAM_LAT_RING] = (struct stream_lat) { rp->cursor, now_us };
 		rp->cursor++;
 	}
 }
@@ -594,8 +606,10 @@ int stream_resync_start(struct replica *rp, enum rs_kind kind)
 	rp->rs_gen = peerbits_gen(pri->pb, rp->slot);
 	r = resync_new(pri->rs_io, pri->ring, &rp->conn, pri->resource, kind,
 		       c->resync_checksums, regions, &stream_resync_ops, rp, &rp->rs);
-	if (r == 0 || r == -ENOBUFS)
+	if (r == 0 || r == -ENOBUFS) {
 		rp->rs_again = false;
+		rsctl_restart(&rp->rsc, loop_now_ms());
+	}
 	if (r < 0 && r != -ENOBUFS)
 		return log_error_errno(r, "%s: peer %s: cannot start a resync", pri->resource,
 				       rp->conn.cfg.name);
@@ -679,11 +693,16 @@ static bool stream_gap_unsent(struct replica *rp)
 static void stream_resync_step(struct replica *rp)
 {
 	const struct config *c = rp->pri->env->cfg;
+	struct resync_pace pace;
 	int r;
 
 	if (stream_gap_unsent(rp))
 		return;		/* it waits for the GAP to go out first */
-	r = resync_step(rp->rs, rp->cursor, c->resync_rate_mb, rp->pri->gens.current);
+	rsctl_set_cap(&rp->rsc, c->resync_rate_mb);
+	pace.rate = rsctl_rate(&rp->rsc, loop_now_ms());
+	pace.ahead_max = rsctl_ahead_max(&rp->rsc);
+	pace.unit_sectors = rsctl_unit_sectors(&rp->rsc);
+	r = resync_step(rp->rs, rp->cursor, &pace, rp->pri->gens.current);
 
 	if (r == RESYNC_VERIFIED) {
 		uint64_t n = resync_mismatches(rp->rs);
@@ -757,6 +776,15 @@ bool stream_ack(struct replica *rp, uint64_t received, uint64_t written, uint64_
 	if (received > rp->cursor || written > received || durable > received ||
 	    received < rp->received || written < rp->written || durable < rp->durable)
 		return false;
+	/* the latency of the newest record the ack covers, for the resync
+	 * controller: written for a sync peer, received otherwise */
+	if ((rp->mode == MODE_SYNC ? written > rp->written : received > rp->received)) {
+		uint64_t s = (rp->mode == MODE_SYNC ? written : received) - 1, now = stream_now_us();
+		const struct stream_lat *l = &rp->lat[s % STREAM_LAT_RING];
+
+		if (l->seq == s && l->t_us && now >= l->t_us)
+			rsctl_sample(&rp->rsc, loop_now_ms(), now - l->t_us);
+	}
 	rp->received = received;
 	rp->written = written;
 	rp->durable = durable;

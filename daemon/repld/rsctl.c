@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* The resync controller: see rsctl.h. */
+#include <string.h>
+
+#include "rsctl.h"
+
+void rsctl_init(struct rsctl *c, uint64_t now_ms)
+{
+	memset(c, 0, sizeof(*c));
+	c->rate = RSCTL_RATE_START;
+	c->base_us[0] = c->base_us[1] = UINT64_MAX;
+	c->base_since_ms = now_ms;
+	c->step_ms = now_ms;
+}
+
+void rsctl_restart(struct rsctl *c, uint64_t now_ms)
+{
+	c->rate = c->cap && c->cap < RSCTL_RATE_START ? c->cap : RSCTL_RATE_START;
+	c->step_ms = now_ms;
+	c->step_sum_us = 0;
+	c->step_max_us = 0;
+	c->step_samples = 0;
+}
+
+void rsctl_set_cap(struct rsctl *c, unsigned int rate_mb)
+{
+	c->cap = (uint64_t)rate_mb << 20;
+	if (c->cap && c->rate > c->cap)
+		c->rate = c->cap;
+}
+
+static void rsctl_base_roll(struct rsctl *c, uint64_t now_ms)
+{
+	if (now_ms - c->base_since_ms < RSCTL_BASE_MS / 2)
+		return;
+	/* a half-window passed: the older one goes */
+	c->base_us[1] = now_ms - c->base_since_ms < RSCTL_BASE_MS ? c->base_us[0] : UINT64_MAX;
+	c->base_us[0] = UINT64_MAX;
+	c->base_since_ms = now_ms;
+}
+
+void rsctl_sample(struct rsctl *c, uint64_t now_ms, uint64_t latency_us)
+{
+	rsctl_base_roll(c, now_ms);
+	if (latency_us < c->base_us[0])
+		c->base_us[0] = latency_us;
+	c->step_sum_us += latency_us;
+	if (latency_us > c->step_max_us)
+		c->step_max_us = latency_us;
+	c->step_samples++;
+}
+
+uint64_t rsctl_base_us(const struct rsctl *c)
+{
+	return c->base_us[0] < c->base_us[1] ? c->base_us[0] : c->base_us[1];
+}
+
+static void rsctl_step(struct rsctl *c)
+{
+	uint64_t base = rsctl_base_us(c), max = c->cap ? c->cap : RSCTL_RATE_MAX;
+	uint64_t thr = base * RSCTL_SLACK_PCT / 100 + RSCTL_SLACK_US;
+
+	if (!c->step_samples) {
+		c->rate = c->rate > max / 2 ? max : c->rate * 2;
+	} else if (c->step_sum_us / c->step_samples <= thr && c->step_max_us <= thr * RSCTL_WORST) {
+		uint64_t g = c->rate / 8 > RSCTL_GROW ? c->rate / 8 : RSCTL_GROW;
+
+		c->rate = c->rate > max - g ? max : c->rate + g;
+	} else {
+		c->rate = c->rate / 100 * RSCTL_DROP_PCT;
+		c->backoffs++;
+	}
+	if (c->rate < RSCTL_RATE_MIN)
+		c->rate = RSCTL_RATE_MIN;
+	if (c->step_samples)
+		c->last_mean_us = c->step_sum_us / c->step_samples;
+	c->step_sum_us = 0;
+	c->step_max_us = 0;
+	c->step_samples = 0;
+}
+
+uint64_t rsctl_rate(struct rsctl *c, uint64_t now_ms)
+{
+	rsctl_base_roll(c, now_ms);
+	if (now_ms - c->step_ms >= RSCTL_STEP_MS) {
+		rsctl_step(c);
+		c->step_ms = now_ms;
+	}
+	return c->rate;
+}
+
+uint64_t rsctl_ahead_max(const struct rsctl *c)
+{
+	uint64_t a = c->rate / 1000 * RSCTL_AHEAD_MS;
+
+	return a > RSCTL_AHEAD_MIN ? a : RSCTL_AHEAD_MIN;
+}
+
+uint32_t rsctl_unit_sectors(const struct rsctl *c)
+{
+	uint64_t b = c->rate / 1000 * RSCTL_AHEAD_MS;
+
+	if (b < RSCTL_UNIT_MIN)
+		b = RSCTL_UNIT_MIN;
+	if (b > RSCTL_UNIT_MAX)
+		b = RSCTL_UNIT_MAX;
+	return (uint32_t)(b >> 12) * 8;
+}

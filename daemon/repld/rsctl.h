@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The resync controller of one peer: how fast a resync may go so that the
+ * application's records to that peer keep the latency they have without
+ * it, while the resync uses what the link leaves (in the spirit of DRBD's
+ * c-plan-ahead and c-fill-target, driven by what the records see).
+ *
+ * Its input is the latency of the peer's records, queued to acknowledged
+ * (written for a sync peer, received otherwise), sampled as the acks come.
+ * Its base is the least latency seen in the last RSCTL_BASE_MS.  Every
+ * RSCTL_STEP_MS it looks at the step's samples:
+ *  - none (no application writes to protect): the rate doubles;
+ *  - their mean within RSCTL_SLACK_PCT % of the base plus RSCTL_SLACK_US
+ *    (what a record may wait behind resync data; a slow mean is a queue)
+ *    and none beyond RSCTL_WORST times that (a single slow record is
+ *    noise, a very slow one is not): the link has room, the rate grows
+ *    by an eighth (at least RSCTL_GROW);
+ *  - else the resync is in the records' way: the rate drops to
+ *    RSCTL_DROP_PCT %.
+ * The rate stays within RSCTL_RATE_MIN (a resync always ends) and the cap
+ * (resync-rate-mb).  From the rate follow how much the resync may have
+ * queued ahead of the next record and how large its units are: about
+ * RSCTL_AHEAD_MS of the rate, so that a record waits that long at most
+ * behind resync data on this side.
+ */
+#ifndef REPL_RSCTL_H
+#define REPL_RSCTL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RSCTL_STEP_MS		100U
+#define RSCTL_BASE_MS		10000U
+#define RSCTL_SLACK_PCT		125U
+#define RSCTL_SLACK_US		1000U
+#define RSCTL_WORST		4U
+#define RSCTL_DROP_PCT		70U
+#define RSCTL_RATE_MIN		(1ULL << 20)		/* bytes/s */
+#define RSCTL_RATE_START	(8ULL << 20)
+#define RSCTL_RATE_MAX		(16ULL << 30)
+#define RSCTL_GROW		(1ULL << 20)
+#define RSCTL_AHEAD_MS		5U
+#define RSCTL_AHEAD_MIN		(64ULL << 10)		/* bytes */
+#define RSCTL_UNIT_MIN		(64U << 10)
+#define RSCTL_UNIT_MAX		(1U << 20)
+
+struct rsctl {
+	uint64_t rate;			/* bytes per second the resync may use now */
+	uint64_t cap;			/* resync-rate-mb in bytes/s, 0: none */
+	uint64_t base_us[2];		/* least latency, this and the last half-window */
+	uint64_t base_since_ms;		/* when base_us[0]'s half-window began */
+	uint64_t step_ms;		/* when this step began */
+	uint64_t step_sum_us;		/* its samples' sum */
+	uint64_t step_max_us;		/* and the worst */
+	unsigned int step_samples;
+	uint64_t last_mean_us;		/* the mean of the last step that had samples */
+	uint64_t backoffs;		/* steps that slowed the resync */
+};
+
+void rsctl_init(struct rsctl *c, uint64_t now_ms);
+/* A pass starts: from RSCTL_RATE_START again (the base stays). */
+void rsctl_restart(struct rsctl *c, uint64_t now_ms);
+/* resync-rate-mb (0: no cap) */
+void rsctl_set_cap(struct rsctl *c, unsigned int rate_mb);
+/* A record's latency, queued to acknowledged. */
+void rsctl_sample(struct rsctl *c, uint64_t now_ms, uint64_t latency_us);
+/* The rate for now: steps the controller when a step is over. */
+uint64_t rsctl_rate(struct rsctl *c, uint64_t now_ms);
+/* The least latency of the last RSCTL_BASE_MS (UINT64_MAX: no sample). */
+uint64_t rsctl_base_us(const struct rsctl *c);
+/* Bytes the resync may have queued ahead of the next record. */
+uint64_t rsctl_ahead_max(const struct rsctl *c);
+/* The largest resync unit now, in sectors (a multiple of 8). */
+uint32_t rsctl_unit_sectors(const struct rsctl *c);
+
+#endif
