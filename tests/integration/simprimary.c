@@ -76,6 +76,7 @@ struct sim {
 	unsigned int finish_ms;		/* wait for the peers after the last op */
 	unsigned int compressible;	/* percent of each 4 KiB block that is text */
 	unsigned int linger_ms;		/* in sync: stay this long (status readable) */
+	uint64_t *lat_us;		/* each sync wait's latency, acked_waits of them */
 	struct check checks[MAX_CHECKS];
 	unsigned int nr_checks;
 	atomic_bool sync;		/* the "target's" mode, set by the manager */
@@ -172,10 +173,38 @@ static int sim_log(struct sim *s, uint16_t op, uint16_t flags, uint64_t sector,
 }
 
 /* Sync mode: wait for the acknowledgment of seq, then check the sync peers. */
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000U;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The sync waits' latencies: p50, p99, max in microseconds. */
+static void sim_print_latency(struct sim *s)
+{
+	uint64_t n = s->acked_waits < s->count ? s->acked_waits : s->count;
+
+	if (!s->lat_us || !n)
+		return;
+	qsort(s->lat_us, n, sizeof(*s->lat_us), cmp_u64);
+	printf("repl-simprimary: sync latency p50 %" PRIu64 " us, p99 %" PRIu64 " us, max %" PRIu64
+	       " us over %" PRIu64 " writes\n", s->lat_us[n / 2], s->lat_us[n * 99 / 100],
+	       s->lat_us[n - 1], n);
+}
+
 static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *payload,
 			 uint32_t len)
 {
-	uint64_t deadline = mono_ms() + s->hold_ms;
+	uint64_t deadline = mono_ms() + s->hold_ms, t0 = mono_us();
 	unsigned int i;
 	void *back;
 
@@ -192,6 +221,10 @@ static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *
 		if (!atomic_load(&s->sync) || atomic_load(&s->done))
 			return;
 		if (mono_ms() >= deadline) {
+			/* it counts among the latencies, as long as it waited */
+			if (s->lat_us && s->acked_waits < s->count)
+				s->lat_us[s->acked_waits] = mono_us() - t0;
+			s->acked_waits++;
 			s->hold_timeouts++;
 			s->degraded = true;
 			s->degraded_seq = seq + 1;
@@ -201,6 +234,8 @@ static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *
 		}
 		ring_mem_wait_kick(s->ring, 50);
 	}
+	if (s->lat_us && s->acked_waits < s->count)
+		s->lat_us[s->acked_waits] = mono_us() - t0;
 	s->acked_waits++;
 	if (!payload || !s->nr_checks)
 		return;
@@ -518,6 +553,7 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	s.lat_us = calloc(s.count ? s.count : 1, sizeof(*s.lat_us));
 	if (pthread_create(&prod, NULL, sim_producer, &s) ||
 	    pthread_create(&fin, NULL, sim_finisher, &s))
 		return 2;
@@ -527,11 +563,13 @@ int main(int argc, char **argv)
 	atomic_store(&s.done, true);
 	pthread_join(prod, NULL);
 	pthread_join(fin, NULL);
+	sim_print_latency(&s);
 	printf("repl-simprimary: %" PRIu64 " operations, last record %" PRIu64
 	       ", sync waits %" PRIu64 ", checked %" PRIu64 ", hold timeouts %" PRIu64
 	       ", ring full too long %" PRIu64 ", mode changes %u: %s\n", s.count, s.last_seq,
 	       s.acked_waits, s.checked, s.hold_timeouts, s.space_timeouts,
 	       atomic_load(&s.mode_changes),
 	       atomic_load(&s.failed) ? "FAILED" : "ok");
+	free(s.lat_us);
 	return atomic_load(&s.failed) ? 1 : 0;
 }
