@@ -300,7 +300,6 @@ int peer_queue_payload(struct peer *p, const uint8_t *frame, size_t len, const v
 		       uint32_t payload_len, uint64_t seq, bool splice)
 {
 	struct peer_entry *e;
-
 	bool z = p->zheld;
 
 	p->zheld = false;

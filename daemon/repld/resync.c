@@ -771,6 +771,7 @@ void resync_status(const struct resync *rs, struct json_object *o)
 	json_object_object_add(r, "percent", json_object_new_double(
 		rs->total_bytes ? (double)rs->done_bytes * 100.0 / (double)rs->total_bytes : 100.0));
 	json_object_object_add(r, "rate_bytes_per_s", json_object_new_uint64(rate));
+	json_object_object_add(r, "ahead_waits", json_object_new_uint64(rs->ahead_waits));
 	json_object_object_add(r, "eta_s", json_object_new_int64(
 		rate ? (int64_t)((rs->total_bytes - rs->done_bytes) / rate) : -1));
 	if (rs->kind == RS_VERIFY)
