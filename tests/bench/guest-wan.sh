@@ -1,0 +1,199 @@
+#!/bin/sh
+# Guest side of bench-wan: the 2007 DRBD report replayed, and zstd on the
+# wire, over a 100 Mbit/s link with 10 ms of round trip (netem on lo).
+#
+# 1. Sequential 4 KiB buffered writes, TOTAL_MB in all over 1, 2, 4 and 8
+#    threads (each its own part of the device), fsync at the end; the rate
+#    is TOTAL_MB over the wall-clock time: the raw disk, dm-repl sync and
+#    async (a ring that holds the whole run), DRBD 8.4 protocol C and A,
+#    and the link's own TCP rate (iperf3).  The sync runs must not hit the
+#    hold timeout (the target never degraded), and the replica ends equal.
+# 2. zstd: an async burst of BURST_MB of 1 MiB writes whose blocks compress
+#    about 2:1 (fio buffer_compress_percentage=50), then incompressible
+#    ones, each without and with compress = "zstd": the rate is BURST_MB
+#    over the time until the replica has written all of it.
+#
+# Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD.
+# env: TOTAL_MB (default 480), BURST_MB (default 256), PARTS (default
+#      "replay zstd")
+# shellcheck disable=SC1091
+. "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+
+TOTAL_MB=${TOTAL_MB:-480}
+BURST_MB=${BURST_MB:-256}
+PARTS=${PARTS:-replay zstd}
+REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
+R=/tmp/bench
+mkdir -p $R /run/lock /var/lib/drbd
+hostname vmguest
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# ---- the link: 100 Mbit/s, 5 ms each way
+modprobe sch_netem
+tc qdisc add dev lo root netem rate 100mbit delay 5ms limit 10000 || fail "netem"
+iperf3 -s -1 -D -p 5201
+sleep 0.5
+iperf3 -c 127.0.0.1 -p 5201 -t 10 -J > $R/iperf.json || fail "iperf3"
+LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf.json)
+log "100mbit/10ms TCP (iperf3): $LINK MB/s"
+
+# ---- dm-repl: secondary on vdb, primary over vda; a ring for the whole run
+cat > $R/beta.conf <<EOC
+resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
+listen = "127.0.0.1:7789"; state-dir = "$R/state"; control-socket = "/run/dm-repl/beta.sock";
+peers = ( { name = "alpha"; address = "127.0.0.1"; } );
+transport = "plain-insecure";   # as DRBD runs beside it: no encryption
+EOC
+alpha_conf() {
+	cat > $R/alpha.conf <<EOC
+resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
+ring-size-mb = 768; hold-timeout-ms = 30000; initial-sync = "skip"; state-dir = "$R/state-alpha";
+peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; $1 } );
+transport = "plain-insecure";
+EOC
+}
+alpha_conf ""
+"$REPLD" -c $R/beta.conf > $R/beta.log 2>&1 &
+BETA=$!
+wait_for 10 "ss -Htln 'sport = :7789' | grep -q ."
+"$REPLD" -c $R/alpha.conf > $R/alpha.log 2>&1 &
+ALPHA=$!
+wait_for 30 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
+	{ cat $R/alpha.log; fail "repld did not connect"; }
+set_mode() {
+	"$REPLCTL" set-mode r0 beta "$1"
+	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
+}
+caught_up() {
+	wait_for 600 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].$1')\" -ge \"\$(repl_st r0 head)\" ]" ||
+		fail "replica did not catch up"
+}
+# MB/s of MB megabytes over MS milliseconds
+rate() { awk -v b="$1" -v t="$2" 'BEGIN { printf "%.2f", b * 1.048576 / t * 1000 }'; }
+
+# ---- DRBD 8.4: resource a (vdc, primary, minor 10) <-> b (vdd, minor 11)
+cat > $R/drbd.conf <<EOC
+global { usage-count no; }
+common { net { protocol C; max-buffers 8000; max-epoch-size 8000; sndbuf-size 0; } disk { al-extents 1237; } }
+resource a {
+  on vmguest  { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
+  on peer-of-a { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
+}
+resource b {
+  on vmguest  { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
+  on peer-of-b { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
+}
+EOC
+A="drbdadm -c $R/drbd.conf"
+$A -- --force create-md a < /dev/null > /dev/null 2>&1
+$A -- --force create-md b < /dev/null > /dev/null 2>&1
+$A up a && $A up b || fail "drbd up"
+wait_for 60 "[ \$(grep -c 'cs:Connected' /proc/drbd) -ge 2 ]" || { cat /proc/drbd; fail "drbd connect"; }
+$A -- --clear-bitmap new-current-uuid a
+wait_for 60 "[ \$(grep -c 'ds:UpToDate/UpToDate' /proc/drbd) -ge 2 ]" || fail "drbd uptodate"
+$A primary a
+drbd_proto() {
+	$A net-options --protocol="$1" a && $A net-options --protocol="$1" b || fail "drbd protocol $1"
+}
+
+# tio NAME DEV THREADS : TOTAL_MB of sequential 4 KiB buffered writes over
+# THREADS threads, fsync at the end; prints MB/s over the wall clock
+tio() {
+	_per=$((TOTAL_MB / $3))
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+	_t0=$(now_ms)
+	fio --name="$1" --filename="$2" --rw=write --bs=4k --ioengine=psync --direct=0 \
+		--numjobs="$3" --size="${_per}M" --offset_increment="${_per}M" --end_fsync=1 \
+		--group_reporting --randrepeat=0 --eta=never --output-format=json \
+		--output="$R/$1.json" > /dev/null || fail "fio $1"
+	rate "$TOTAL_MB" $(($(now_ms) - _t0))
+}
+
+if has replay; then
+	for t in 1 2 4 8; do
+		log "threads $t"
+		echo "raw $t $(tio raw-$t /dev/vda "$t")" >> $R/replay
+		set_mode sync sync
+		to=$(repl_st r0 timeouts)
+		echo "replS $t $(tio replS-$t /dev/mapper/r0 "$t")" >> $R/replay
+		[ "$(repl_st r0 timeouts)" = "$to" ] || echo "degraded $t" >> $R/replay
+		set_mode async async
+		caught_up durable
+		echo "replA $t $(tio replA-$t /dev/mapper/r0 "$t")" >> $R/replay
+		caught_up durable
+		drbd_proto C
+		echo "drbdC $t $(tio drbdC-$t /dev/drbd10 "$t")" >> $R/replay
+		drbd_proto A
+		echo "drbdA $t $(tio drbdA-$t /dev/drbd10 "$t")" >> $R/replay
+		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
+	done
+	caught_up written
+	blockdev --flushbufs /dev/vda /dev/vdb
+	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then REPLAY_EQ=yes; else REPLAY_EQ=NO; fi
+fi
+
+# burst NAME COMPRESS_PCT : BURST_MB of 1 MiB writes at qd8 into the ring;
+# prints MB/s until the replica has written them all
+burst() {
+	caught_up durable
+	_t0=$(now_ms)
+	fio --name="$1" --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size="${BURST_MB}M" --offset=1G --refill_buffers \
+		--buffer_compress_percentage="$2" --buffer_compress_chunk=4k --eta=never \
+		--output-format=json --output="$R/$1.json" > /dev/null || fail "fio $1"
+	caught_up written
+	rate "$BURST_MB" $(($(now_ms) - _t0))
+}
+zstd_on() {
+	alpha_conf "$1"
+	kill -HUP $ALPHA
+	sleep 1
+}
+if has zstd; then
+	set_mode async async
+	for round in 1 2 3; do
+		zstd_on ""
+		echo "raw50 $(burst plain50-$round 50)" >> $R/zstd
+		echo "raw0 $(burst plain0-$round 0)" >> $R/zstd
+		zstd_on 'compress = "zstd";'
+		echo "zstd50 $(burst zstd50-$round 50)" >> $R/zstd
+		echo "zstd0 $(burst zstd0-$round 0)" >> $R/zstd
+	done
+	"$REPLCTL" status r0 | grep compress: | sed 's/^ */zstd status: /' >&2
+	blockdev --flushbufs /dev/vda /dev/vdb
+	if cmp -n $(((1024 + BURST_MB) << 20)) /dev/vda /dev/vdb; then ZSTD_EQ=yes; else ZSTD_EQ=NO; fi
+fi
+
+tc qdisc del dev lo root
+$A secondary a; $A down a; $A down b
+kill -TERM $ALPHA; wait $ALPHA || true
+kill -TERM $BETA; wait $BETA || true
+dmsetup remove r0
+
+# ---- report
+median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+if has replay; then
+	echo "BENCH-TABLE threads | raw MB/s | repl sync | repl async | DRBD C | DRBD A | link TCP"
+	for t in 1 2 4 8; do
+		v() { awk -v s="$1" -v t="$t" '$1 == s && $2 == t { print $3 }' $R/replay; }
+		echo "BENCH-TABLE $t | $(v raw) | $(v replS) | $(v replA) | $(v drbdC) | $(v drbdA) | $LINK"
+		awk -v t="$t" -v raw="$(v raw)" -v s="$(v replS)" -v a="$(v replA)" -v l="$LINK" \
+			-v deg="$(grep -c "^degraded $t\$" $R/replay)" 'BEGIN {
+			printf "BENCH-GOAL %d threads: async %.2f x raw [goal >= 0.9]; sync %.2f x the link (%.2f MB/s) [goal >= 0.95], hold timeouts during the sync run: %s\n", t, a / raw, s / l, l, deg ? "YES" : "none"
+		}'
+	done
+	echo "BENCH-GOAL replica equal after the replay: $REPLAY_EQ"
+fi
+if has zstd; then
+	m() { awk -v k="$1" '$1 == k { print $2 }' $R/zstd | median; }
+	awk -v r50="$(m raw50)" -v z50="$(m zstd50)" -v r0="$(m raw0)" -v z0="$(m zstd0)" \
+		-v eq="$ZSTD_EQ" 'BEGIN {
+		printf "BENCH-TABLE burst '"$BURST_MB"' MiB async until written | raw MB/s | zstd MB/s | ratio\n"
+		printf "BENCH-TABLE 50%% compressible | %.2f | %.2f | %.2f\n", r50, z50, z50 / r50
+		printf "BENCH-TABLE incompressible | %.2f | %.2f | %.2f\n", r0, z0, z0 / r0
+		printf "BENCH-GOAL zstd, data compressing ~2:1: %.2f x uncompressed [goal >= 1.7]; incompressible: %.2f x [goal >= 0.95]; replica equal: %s\n", z50 / r50, z0 / r0, eq
+	}'
+fi
