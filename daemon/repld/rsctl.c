@@ -8,6 +8,7 @@ void rsctl_init(struct rsctl *c, uint64_t now_ms)
 {
 	memset(c, 0, sizeof(*c));
 	c->rate = RSCTL_RATE_START;
+	c->floor = 1ULL << 20;
 	c->base_us[0] = c->base_us[1] = UINT64_MAX;
 	c->base_since_ms = now_ms;
 	c->step_ms = now_ms;
@@ -16,17 +17,24 @@ void rsctl_init(struct rsctl *c, uint64_t now_ms)
 void rsctl_restart(struct rsctl *c, uint64_t now_ms)
 {
 	c->rate = c->cap && c->cap < RSCTL_RATE_START ? c->cap : RSCTL_RATE_START;
+	if (c->rate < c->floor)
+		c->rate = c->floor;
 	c->step_ms = now_ms;
 	c->step_sum_us = 0;
 	c->step_max_us = 0;
 	c->step_samples = 0;
 }
 
-void rsctl_set_cap(struct rsctl *c, unsigned int rate_mb)
+void rsctl_set_bounds(struct rsctl *c, unsigned int min_mb, unsigned int cap_mb)
 {
-	c->cap = (uint64_t)rate_mb << 20;
+	c->cap = (uint64_t)cap_mb << 20;
+	c->floor = (uint64_t)(min_mb ? min_mb : 1) << 20;
+	if (c->cap && c->floor > c->cap)
+		c->floor = c->cap;
 	if (c->cap && c->rate > c->cap)
 		c->rate = c->cap;
+	if (c->rate < c->floor)
+		c->rate = c->floor;
 }
 
 static void rsctl_base_roll(struct rsctl *c, uint64_t now_ms)
@@ -70,8 +78,8 @@ static void rsctl_step(struct rsctl *c)
 		c->rate = c->rate / 100 * RSCTL_DROP_PCT;
 		c->backoffs++;
 	}
-	if (c->rate < RSCTL_RATE_MIN)
-		c->rate = RSCTL_RATE_MIN;
+	if (c->rate < c->floor)
+		c->rate = c->floor;
 	if (c->step_samples)
 		c->last_mean_us = c->step_sum_us / c->step_samples;
 	c->step_sum_us = 0;

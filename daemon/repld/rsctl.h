@@ -17,8 +17,9 @@
  *    by an eighth (at least RSCTL_GROW);
  *  - else the resync is in the records' way: the rate drops to
  *    RSCTL_DROP_PCT %.
- * The rate stays within RSCTL_RATE_MIN (a resync always ends) and the cap
- * (resync-rate-mb).  From the rate follow how much the resync may have
+ * The rate stays within a floor (resync-min-rate-mb: a resync always ends,
+ * as with DRBD's c-min-rate) and the cap (resync-rate-mb), the floor
+ * never above the cap.  From the rate follow how much the resync may have
  * queued ahead of the next record and how large its units are: about
  * RSCTL_AHEAD_MS of the rate, so that a record waits that long at most
  * behind resync data on this side.
@@ -35,7 +36,6 @@
 #define RSCTL_SLACK_US		1000U
 #define RSCTL_WORST		4U
 #define RSCTL_DROP_PCT		70U
-#define RSCTL_RATE_MIN		(1ULL << 20)		/* bytes/s */
 #define RSCTL_RATE_START	(8ULL << 20)
 #define RSCTL_RATE_MAX		(16ULL << 30)
 #define RSCTL_GROW		(1ULL << 20)
@@ -47,6 +47,7 @@
 struct rsctl {
 	uint64_t rate;			/* bytes per second the resync may use now */
 	uint64_t cap;			/* resync-rate-mb in bytes/s, 0: none */
+	uint64_t floor;			/* resync-min-rate-mb in bytes/s, at most cap */
 	uint64_t base_us[2];		/* least latency, this and the last half-window */
 	uint64_t base_since_ms;		/* when base_us[0]'s half-window began */
 	uint64_t step_ms;		/* when this step began */
@@ -60,8 +61,8 @@ struct rsctl {
 void rsctl_init(struct rsctl *c, uint64_t now_ms);
 /* A pass starts: from RSCTL_RATE_START again (the base stays). */
 void rsctl_restart(struct rsctl *c, uint64_t now_ms);
-/* resync-rate-mb (0: no cap) */
-void rsctl_set_cap(struct rsctl *c, unsigned int rate_mb);
+/* resync-min-rate-mb (at least 1) and resync-rate-mb (0: no cap) */
+void rsctl_set_bounds(struct rsctl *c, unsigned int min_mb, unsigned int cap_mb);
 /* A record's latency, queued to acknowledged. */
 void rsctl_sample(struct rsctl *c, uint64_t now_ms, uint64_t latency_us);
 /* The rate for now: steps the controller when a step is over. */

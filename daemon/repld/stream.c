@@ -698,7 +698,7 @@ static void stream_resync_step(struct replica *rp)
 
 	if (stream_gap_unsent(rp))
 		return;		/* it waits for the GAP to go out first */
-	rsctl_set_cap(&rp->rsc, c->resync_rate_mb);
+	rsctl_set_bounds(&rp->rsc, c->resync_min_rate_mb, c->resync_rate_mb);
 	pace.rate = rsctl_rate(&rp->rsc, loop_now_ms());
 	pace.ahead_max = rsctl_ahead_max(&rp->rsc);
 	pace.unit_sectors = rsctl_unit_sectors(&rp->rsc);

@@ -29,6 +29,7 @@ int main(void)
 	uint64_t t = 1000, r, r2;
 
 	rsctl_init(&c, t);
+	rsctl_set_bounds(&c, 1, 0);
 	CHECK(rsctl_rate(&c, t) == RSCTL_RATE_START, "start %llu", (unsigned long long)c.rate);
 	CHECK(rsctl_base_us(&c) == UINT64_MAX, "a base without samples");
 
@@ -56,7 +57,7 @@ int main(void)
 	      "backoffs %llu, last %llu", (unsigned long long)c.backoffs,
 	      (unsigned long long)c.last_mean_us);
 	r = run(&c, &t, 30, 10, 5000);
-	CHECK(r == RSCTL_RATE_MIN, "the floor: %llu", (unsigned long long)r);
+	CHECK(r == 1ULL << 20, "the floor: %llu", (unsigned long long)r);
 	CHECK(rsctl_unit_sectors(&c) == RSCTL_UNIT_MIN >> 9, "unit at the floor: %u",
 	      rsctl_unit_sectors(&c));
 	CHECK(rsctl_ahead_max(&c) == RSCTL_AHEAD_MIN, "ahead at the floor");
@@ -90,19 +91,28 @@ int main(void)
 	      (unsigned long long)rsctl_base_us(&c));
 
 	/* resync-rate-mb caps it, also when it doubles */
-	rsctl_set_cap(&c, 10);
+	rsctl_set_bounds(&c, 1, 10);
 	rsctl_restart(&c, t);
 	CHECK(c.rate == RSCTL_RATE_START, "start under a cap of 10 MiB/s");
 	r = run(&c, &t, 5, 0, 0);
 	CHECK(r == 10ULL << 20, "capped: %llu", (unsigned long long)r);
-	rsctl_set_cap(&c, 4);
+	rsctl_set_bounds(&c, 1, 4);
 	CHECK(c.rate == 4ULL << 20, "a lower cap: %llu", (unsigned long long)c.rate);
 	rsctl_restart(&c, t);
 	CHECK(c.rate == 4ULL << 20, "restart under a cap of 4 MiB/s: %llu",
 	      (unsigned long long)c.rate);
 
 	/* units and the queue ahead: about RSCTL_AHEAD_MS of the rate */
-	rsctl_set_cap(&c, 0);
+	/* resync-min-rate-mb: never under it while the records wait, and
+	 * never over the cap either */
+	rsctl_set_bounds(&c, 16, 0);
+	CHECK(c.rate == 16ULL << 20, "raised to the floor: %llu", (unsigned long long)c.rate);
+	r = run(&c, &t, 30, 10, 50000);
+	CHECK(r == 16ULL << 20, "congested at a floor of 16 MiB/s: %llu", (unsigned long long)r);
+	rsctl_set_bounds(&c, 16, 4);
+	CHECK(c.rate == 4ULL << 20 && c.floor == 4ULL << 20, "a floor above the cap: %llu",
+	      (unsigned long long)c.rate);
+	rsctl_set_bounds(&c, 1, 0);
 	c.rate = 100ULL << 20;
 	CHECK(rsctl_unit_sectors(&c) == (100ULL << 20) / 1000 * RSCTL_AHEAD_MS / 4096 * 8,
 	      "unit at 100 MiB/s: %u", rsctl_unit_sectors(&c));

@@ -137,6 +137,7 @@ drain-timeout-ms = 5000;
 initial-sync = "skip";
 resync-checksums = true;
 resync-rate-mb = 100;
+resync-min-rate-mb = 4;
 resync-snapshot = "/dev/vg0/snap";
 after-split-brain = "discard-least-changes";
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "semi-sync"; }, { name = "gamma"; address = "[::1]:7790"; compress = "zstd"; compress-level = 3; rate-limit = "100mbit"; } );

@@ -30,7 +30,8 @@ head -c 64M /dev/urandom > beta.img
 rm -f state-beta/* state-alpha/*
 secondary_start beta
 t0=$(now_ms)
-RING_MB=32 INITIAL_SYNC=full primary_config "beta:sync;rate-limit=100mbit"
+# the controller alone decides: its floor at 1 MiB/s
+RING_MB=32 INITIAL_SYNC=full RESYNC_MIN_RATE_MB=1 primary_config "beta:sync;rate-limit=100mbit"
 sim_start --seed 62 "${LOAD[@]}" --linger-ms 200
 wait_for 60 "grep -q 'full sync done' sim.out" || { cat sim.out; fail "the full sync did not end"; }
 t1=$(($(now_ms) - t0))

@@ -201,6 +201,7 @@ static const char *const root_keys[] = {
 	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
 	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
 	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
+	"resync-min-rate-mb",
 	"congestion-fill-pct", "transport", "tls-ca", "tls-cert", "tls-key", "tls-psk-file",
 	"tls-ktls", "tls-ciphersuites", "fence-peer", "fence-peer-timeout-ms", NULL,
 };
@@ -599,6 +600,7 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	c->max_extents = DM_REPL_DEFAULT_MAX_EXTENTS;
 	c->record_kb = DM_REPL_DEFAULT_RECORD_KB;
 	c->keepalive_ms = 1000;
+	c->resync_min_rate_mb = CONFIG_RESYNC_MIN_RATE_MB;
 	c->peer_timeout_ms = 5000;
 	c->reconnect_min_ms = 100;
 	c->reconnect_max_ms = 5000;
@@ -619,7 +621,8 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	    (r = cfg_uint(x, root, "reconnect-max-ms", 10, 600000, &c->reconnect_max_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "checkpoint-ms", 10, 600000, &c->checkpoint_ms)) < 0 ||
 	    (r = cfg_uint(x, root, "drain-timeout-ms", 0, 600000, &c->drain_timeout_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "resync-rate-mb", 0, 100000, &c->resync_rate_mb)) < 0)
+	    (r = cfg_uint(x, root, "resync-rate-mb", 0, 100000, &c->resync_rate_mb)) < 0 ||
+	    (r = cfg_uint(x, root, "resync-min-rate-mb", 1, 100000, &c->resync_min_rate_mb)) < 0)
 		return r;
 	if (!c->extent_kb)
 		c->extent_kb = c->region_kb > DM_REPL_DEFAULT_EXTENT_KB ? c->region_kb :

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #define CFG_MAX_PEERS	16U
+#define CONFIG_RESYNC_MIN_RATE_MB	8U
 
 #define CONFIG_DIR		"/etc/dm-repl"
 #define CONFIG_NAME_MAX		64
@@ -126,6 +127,8 @@ struct config {
 	unsigned int checkpoint_ms;
 	bool resync_checksums;		/* hashes first, payload only where they differ */
 	unsigned int resync_rate_mb;	/* MiB/s a resync may use, 0: no limit */
+	/* MiB/s the resync controller never goes under (nor over the rate) */
+	unsigned int resync_min_rate_mb;
 	bool skip_initial_sync;		/* initial-sync = "skip" */
 	enum after_split_brain after_split_brain;
 	unsigned int drain_timeout_ms;

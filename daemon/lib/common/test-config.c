@@ -190,6 +190,8 @@ static void peer_wan(void)
 	uint64_t v;
 
 	CHECK_RC(peer_try("", &c, err, sizeof(err)), 0);
+	CHECK(c->resync_min_rate_mb == CONFIG_RESYNC_MIN_RATE_MB, "resync-min-rate-mb %u",
+	      c->resync_min_rate_mb);
 	CHECK(c->peers[0].compress == COMPRESS_NONE && c->peers[0].rate_limit == 0,
 	      "defaults: compress %d, rate %llu", c->peers[0].compress,
 	      (unsigned long long)c->peers[0].rate_limit);
