@@ -3,9 +3,11 @@
 # 10 ms RTT link (raw disk, dm-repl sync and async, DRBD 8.4 C and A, the
 # link's TCP rate; 4 KiB buffered writes over 1-8 threads), and zstd on
 # that link, in one guest run (see guest-wan.sh); prints the tables and
-# their goals (the [goal ...] lines).
+# their goals (the [goal ...] lines); and a bitmap resync under 4 KiB sync
+# writes on a 1 Gbit/s link.
 # Usage: tests/bench/bench-wan.sh [build dir]
-# env: TOTAL_MB (480) BURST_MB (256) PARTS ("replay zstd")
+# env: TOTAL_MB (480) BURST_MB (256) RESYNC_MB (512) LOAD_S (20) RING_MB (768)
+#      PARTS ("replay zstd resync")
 set -eu
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:-$SRC/build}" && pwd)
@@ -13,6 +15,7 @@ ninja -C "$B" >/dev/null
 DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 4 --disk-size 2G --timeout 7200 --name bench-wan \
 	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
-	--env PARTS="${PARTS:-replay zstd}" \
+	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
+	--env PARTS="${PARTS:-replay zstd resync}" \
 	"$SRC/tests/bench/guest-wan.sh" > "$B/bench-wan.log" 2>&1 || { tail -40 "$B/bench-wan.log"; exit 1; }
 grep -a '^BENCH' "$B/bench-wan.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'

@@ -12,17 +12,26 @@
 #    about 2:1 (fio buffer_compress_percentage=50), then incompressible
 #    ones, each without and with compress = "zstd": the rate is BURST_MB
 #    over the time until the replica has written all of it.
+# 3. resync under load, on a 1 Gbit/s link (netem rate, no delay): 4 KiB
+#    qd1 sync writes for LOAD_S seconds alone, then the same while a bitmap
+#    resync of RESYNC_MB runs (written while the peer was disconnected):
+#    the writes' p99 both times, and the resync's rate during the load
+#    against what the writes leave of the link (iperf3 on that link).
 #
 # Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD.
-# env: TOTAL_MB (default 480), BURST_MB (default 256), PARTS (default
-#      "replay zstd")
+# env: TOTAL_MB (default 480), BURST_MB (default 256), RESYNC_MB (default
+#      512), LOAD_S (default 20), PARTS (default "replay zstd resync"),
+#      RING_MB (default 768: holds the replay's async run)
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
 TOTAL_MB=${TOTAL_MB:-480}
 BURST_MB=${BURST_MB:-256}
-PARTS=${PARTS:-replay zstd}
+RESYNC_MB=${RESYNC_MB:-512}
+RING_MB=${RING_MB:-768}
+LOAD_S=${LOAD_S:-20}
+PARTS=${PARTS:-replay zstd resync}
 REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
 REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 R=/tmp/bench
@@ -49,7 +58,7 @@ EOC
 alpha_conf() {
 	cat > $R/alpha.conf <<EOC
 resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
-ring-size-mb = 768; hold-timeout-ms = 30000; initial-sync = "skip"; state-dir = "$R/state-alpha";
+ring-size-mb = $RING_MB; hold-timeout-ms = 30000; initial-sync = "skip"; state-dir = "$R/state-alpha";
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; $1 } );
 transport = "plain-insecure";
 EOC
@@ -168,6 +177,68 @@ if has zstd; then
 fi
 
 tc qdisc del dev lo root
+
+# p99 JSON : the write p99 completion latency of a fio result, in us
+p99() { jq '.jobs[0].write.clat_ns.percentile["99.000000"] / 1000' "$1"; }
+# load NAME SECONDS : 4 KiB qd1 random sync writes for SECONDS in the last GiB
+load() {
+	fio --name="$1" --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=1 \
+		--direct=1 --ioengine=libaio --offset=1G --size=768M --runtime="$2" \
+		--time_based --randrepeat=0 --eta=never --output-format=json \
+		--output="$R/$1.json" > /dev/null
+}
+if has resync; then
+	zstd_on ""
+	set_mode sync sync
+	caught_up durable
+	tc qdisc add dev lo root netem rate 1gbit limit 100000 || fail "netem 1gbit"
+	iperf3 -s -1 -D -p 5203
+	sleep 0.5
+	iperf3 -c 127.0.0.1 -p 5203 -t 8 -J > $R/iperf-1g.json || fail "iperf3 1gbit"
+	LINK1G=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-1g.json)
+	log "1gbit TCP (iperf3): $LINK1G MB/s"
+	load alone "$LOAD_S" || fail "fio alone"
+	log "writes alone: p99 $(p99 $R/alone.json) us"
+	# the regions of RESYNC_MB written while the peer is away, twice:
+	# more than the ring holds, so that its return is a bitmap resync
+	"$REPLCTL" disconnect r0 beta > /dev/null || fail "disconnect"
+	fio --name=mark --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
+		--ioengine=libaio --size="${RESYNC_MB}M" --loops=2 --eta=never > /dev/null ||
+		fail "fio mark"
+	log "$((RESYNC_MB * 2)) MiB written with beta disconnected: $("$REPLCTL" status r0 | grep -a 'beta' | head -n 1)"
+	"$REPLCTL" connect r0 beta > /dev/null || fail "connect"
+	# the writes from the resync's start to its end (fio stops on SIGINT
+	# and reports what it did)
+	load during 3600 &
+	fio_pid=$!
+	t0=$(now_ms)
+	# until beta is UpToDate again (the status every 5 s to the log)
+	n=0
+	while :; do
+		sleep 1
+		n=$((n + 1))
+		st=$(timeout 20 "$REPLCTL" --json status r0) || { kill $fio_pid; fail "no status from repld"; }
+		[ $((n % 5)) -ne 0 ] || echo "$st" | jq -c -M '.peers[0] | {disk, resync: (.resync // {} | {kind, done_bytes, total_bytes, pace_bytes_per_s, record_latency_base_us, record_latency_last_us})}' >&2
+		[ "$(echo "$st" | jq -r '.peers[0].disk')" = UpToDate ] && break
+		[ $n -lt 900 ] || { kill $fio_pid; fail "the resync did not end"; }
+	done
+	t1=$(now_ms)
+	kill -INT $fio_pid
+	wait $fio_pid || true
+	[ -s $R/during.json ] || fail "fio during the resync reported nothing"
+	# repld's own account: "bitmap resync done: N MiB in S s"
+	done_line=$(grep -a 'bitmap resync done:' $R/alpha.log | tail -n 1)
+	[ -n "$done_line" ] || fail "no bitmap resync in repld's log"
+	log "$done_line; the writes ran $((t1 - t0)) ms"
+	RS_RATE=$(echo "$done_line" | sed -n 's/.*done: \([0-9]*\) MiB in \([0-9.]*\) s.*/\1 \2/p' |
+		awk '{ printf "%.2f", $1 * 1.048576 / $2 }')
+	APP_RATE=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/during.json)
+	P99_ALONE=$(p99 $R/alone.json)
+	P99_DURING=$(p99 $R/during.json)
+	[ "$(repl_st r0 timeouts)" = 0 ] || log "note: hold timeouts: $(repl_st r0 timeouts)"
+	tc qdisc del dev lo root
+fi
+
 $A secondary a; $A down a; $A down b
 kill -TERM $ALPHA; wait $ALPHA || true
 kill -TERM $BETA; wait $BETA || true
@@ -186,6 +257,14 @@ if has replay; then
 		}'
 	done
 	echo "BENCH-GOAL replica equal after the replay: $REPLAY_EQ"
+fi
+if has resync; then
+	awk -v a="$P99_ALONE" -v d="$P99_DURING" -v r="$RS_RATE" -v app="$APP_RATE" -v l="$LINK1G" 'BEGIN {
+		printf "BENCH-TABLE resync under 4k qd1 sync writes, 1gbit | p99 us | resync MB/s | writes MB/s | link MB/s\n"
+		printf "BENCH-TABLE alone | %.0f | - | - | %.1f\n", a, l
+		printf "BENCH-TABLE during a bitmap resync | %.0f | %.1f | %.2f | %.1f\n", d, r, app, l
+		printf "BENCH-GOAL resync under load: writes p99 %.2f x alone [goal <= 1.3]; resync %.2f x what the writes leave of the link [goal >= 0.8]\n", d / a, r / (l - app)
+	}'
 fi
 if has zstd; then
 	m() { awk -v k="$1" '$1 == k { print $2 }' $R/zstd | median; }
