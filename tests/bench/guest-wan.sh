@@ -34,7 +34,8 @@ LOAD_S=${LOAD_S:-20}
 PARTS=${PARTS:-replay zstd resync}
 REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
 REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
-R=/tmp/bench
+# on the run's share: repld's logs outlive the guest (vm-work/runs/bench-wan/out)
+R=/srv/bench
 mkdir -p $R /run/lock /var/lib/drbd
 hostname vmguest
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -181,8 +182,9 @@ tc qdisc del dev lo root
 # p99 JSON : the write p99 completion latency of a fio result, in us
 p99() { jq '.jobs[0].write.clat_ns.percentile["99.000000"] / 1000' "$1"; }
 # load NAME SECONDS : 4 KiB qd1 random sync writes for SECONDS in the last GiB
+# (exec: in the background, its pid is fio's)
 load() {
-	fio --name="$1" --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=1 \
+	exec fio --name="$1" --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=1 \
 		--direct=1 --ioengine=libaio --offset=1G --size=768M --runtime="$2" \
 		--time_based --randrepeat=0 --eta=never --output-format=json \
 		--output="$R/$1.json" > /dev/null
@@ -197,18 +199,18 @@ if has resync; then
 	iperf3 -c 127.0.0.1 -p 5203 -t 8 -J > $R/iperf-1g.json || fail "iperf3 1gbit"
 	LINK1G=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-1g.json)
 	log "1gbit TCP (iperf3): $LINK1G MB/s"
-	load alone "$LOAD_S" || fail "fio alone"
+	(load alone "$LOAD_S") || fail "fio alone"
 	log "writes alone: p99 $(p99 $R/alone.json) us"
 	# the regions of RESYNC_MB written while the peer is away, twice:
 	# more than the ring holds, so that its return is a bitmap resync
-	"$REPLCTL" disconnect r0 beta > /dev/null || fail "disconnect"
+	timeout 60 "$REPLCTL" disconnect r0 beta > /dev/null || fail "disconnect"
 	fio --name=mark --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
 		--ioengine=libaio --size="${RESYNC_MB}M" --loops=2 --eta=never > /dev/null ||
 		fail "fio mark"
 	log "$((RESYNC_MB * 2)) MiB written with beta disconnected: $("$REPLCTL" status r0 | grep -a 'beta' | head -n 1)"
-	"$REPLCTL" connect r0 beta > /dev/null || fail "connect"
-	# the writes from the resync's start to its end (fio stops on SIGINT
-	# and reports what it did)
+	timeout 60 "$REPLCTL" connect r0 beta > /dev/null || fail "replctl connect: no answer in 60 s"
+	# the writes from the resync's start to its end (fio stops on SIGTERM
+	# and reports what it did; SIGINT is ignored by what sh starts with &)
 	load during 3600 &
 	fio_pid=$!
 	t0=$(now_ms)
@@ -223,9 +225,11 @@ if has resync; then
 		[ $n -lt 900 ] || { kill $fio_pid; fail "the resync did not end"; }
 	done
 	t1=$(now_ms)
-	kill -INT $fio_pid
+	kill -TERM $fio_pid
 	wait $fio_pid || true
 	[ -s $R/during.json ] || fail "fio during the resync reported nothing"
+	# fio says it was stopped by a signal before its JSON
+	sed -n '/^{/,$p' $R/during.json > $R/during.tmp && mv $R/during.tmp $R/during.json
 	# repld's own account: "bitmap resync done: N MiB in S s"
 	done_line=$(grep -a 'bitmap resync done:' $R/alpha.log | tail -n 1)
 	[ -n "$done_line" ] || fail "no bitmap resync in repld's log"
