@@ -909,10 +909,11 @@ struct mout {
 };
 
 /* One sample of family f, with labels (already escaped) and a value. */
-static void msample(struct mout *o, size_t f, const char *labels, uint64_t v)
+/* One sample line, its value already formatted. */
+static void msample_text(struct mout *o, size_t f, const char *labels, const char *v)
 {
 	char line[512];
-	int n = snprintf(line, sizeof(line), "%s{%s} %" PRIu64 "\n", mfams[f].name, labels, v);
+	int n = snprintf(line, sizeof(line), "%s{%s} %s\n", mfams[f].name, labels, v);
 	char *b;
 
 	if (n < 0 || (size_t)n >= sizeof(line))
@@ -925,20 +926,20 @@ static void msample(struct mout *o, size_t f, const char *labels, uint64_t v)
 	o->len[f] += (size_t)n;
 }
 
+static void msample(struct mout *o, size_t f, const char *labels, uint64_t v)
+{
+	char t[24];
+
+	snprintf(t, sizeof(t), "%" PRIu64, v);
+	msample_text(o, f, labels, t);
+}
+
 static void msample_seconds(struct mout *o, size_t f, const char *labels, double v)
 {
-	char line[512];
-	int n = snprintf(line, sizeof(line), "%s{%s} %.6f\n", mfams[f].name, labels, v);
-	char *b;
+	char t[48];
 
-	if (n < 0 || (size_t)n >= sizeof(line))
-		return;
-	b = realloc(o->fam[f], o->len[f] + (size_t)n + 1);
-	if (!b)
-		return;
-	memcpy(b + o->len[f], line, (size_t)n + 1);
-	o->fam[f] = b;
-	o->len[f] += (size_t)n;
+	snprintf(t, sizeof(t), "%.6f", v);
+	msample_text(o, f, labels, t);
 }
 
 static size_t mfind(const char *name)

@@ -29,12 +29,17 @@ struct loop {
 	unsigned int nr_own;
 };
 
-uint64_t loop_now_ms(void)
+uint64_t loop_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t loop_now_ms(void)
+{
+	return loop_now_ns() / 1000000;
 }
 
 int loop_new(struct loop **ret)

@@ -76,7 +76,8 @@ void loop_set_prepare(struct loop *l, loop_prepare_fn fn, void *ctx);
 int loop_run(struct loop *l, int max_sleep_ms);
 void loop_exit(struct loop *l, int code);
 
-/* CLOCK_MONOTONIC in milliseconds. */
+/* CLOCK_MONOTONIC in milliseconds, and in nanoseconds. */
 uint64_t loop_now_ms(void);
+uint64_t loop_now_ns(void);
 
 #endif

@@ -22,7 +22,6 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -135,14 +134,6 @@ void peer_set_compress(struct peer *p, int level)
 	p->zskip_next = 1;
 }
 
-static uint64_t peer_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 ssize_t peer_compress(struct peer *p, const void *payload, uint32_t len, bool may_wait,
 		      const void **out)
 {
@@ -190,9 +181,9 @@ ssize_t peer_compress(struct peer *p, const void *payload, uint32_t len, bool ma
 		return -ENOBUFS;
 	}
 	ZSTD_CCtx_setParameter(p->zcctx, ZSTD_c_compressionLevel, p->zlevel);
-	t0 = peer_ns();
+	t0 = loop_now_ns();
 	z = ZSTD_compress2(p->zcctx, p->zbuf + (pos + skip) % PEER_ZBUF, cap, payload, len);
-	p->zst.ns += peer_ns() - t0;
+	p->zst.ns += loop_now_ns() - t0;
 	if (ZSTD_isError(z) || z == 0 || z >= cap) {
 		/* incompressible: raw, and the next few are not tried */
 		p->zst.raw_payloads++;

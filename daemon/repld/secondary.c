@@ -581,14 +581,13 @@ static int conn_unzstd(struct secondary *s, struct conn *c, struct wire_msg *msg
 {
 	const Dmrepl__V1__Data *d = msg->frame->data;
 	size_t want = (size_t)d->nr_sectors << 9, n;
-	struct timespec t0, t1;
+	uint64_t t0;
 
 	if (d->encoding != DMREPL__V1__ENCODING__ENCODING_ZSTD || !msg->payload)
 		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = loop_now_ns();
 	n = ZSTD_decompressDCtx(s->zdctx, c->pending->data, want, msg->payload, msg->payload_len);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	s->zst.ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + t1.tv_nsec - t0.tv_nsec);
+	s->zst.ns += loop_now_ns() - t0;
 	if (ZSTD_isError(n) || n != want) {
 		char why[200];
 

@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bitmap.h"
 #include "log.h"
@@ -412,20 +411,13 @@ int stream_save_gens(struct primary *pri)
 
 /* ---- sending ------------------------------------------------------------------------ */
 
-static uint64_t stream_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000U;
-}
 
 /* Queue records from the ring: header frame + payload pointing into it. */
 static void stream_fill(struct replica *rp, uint64_t prod)
 {
 	struct primary *pri = rp->pri;
 	struct peer *p = &rp->conn;
-	uint64_t now_us = stream_now_us();
+	uint64_t now_us = loop_now_ns() / 1000;
 
 	while (rp->cursor < prod && peer_queued(p) < PEER_QUEUE_LEN) {
 		const struct dm_repl_rec *rec = ring_rec(pri->ring, rp->cursor);
@@ -779,7 +771,7 @@ bool stream_ack(struct replica *rp, uint64_t received, uint64_t written, uint64_
 	/* the latency of the newest record the ack covers, for the resync
 	 * controller: written for a sync peer, received otherwise */
 	if ((rp->mode == MODE_SYNC ? written > rp->written : received > rp->received)) {
-		uint64_t s = (rp->mode == MODE_SYNC ? written : received) - 1, now = stream_now_us();
+		uint64_t s = (rp->mode == MODE_SYNC ? written : received) - 1, now = loop_now_ns() / 1000;
 		const struct stream_lat *l = &rp->lat[s % STREAM_LAT_RING];
 
 		if (l->seq == s && l->t_us && now >= l->t_us)
