@@ -30,6 +30,8 @@ usage: vm-run.sh [options] <guest-script> [args...]
   --timeout SECONDS whole-VM timeout (default 600); the script gets ~20 s less
   --name NAME       run dir name (default: script basename without .sh)
   --env NAME=VALUE  export NAME=VALUE to the guest script (repeatable)
+  --qmp PATH        a QMP socket at PATH (unix, server) for the caller, e.g.
+                    to throttle the disks (block_set_io_throttle, d0 d1 ...)
 env: DMREPL_BUILD_DIR (required), DMREPL_SRC_DIR (required),
      DMREPL_REQUIRE_VM=1 (missing qemu/kernel fails instead of skipping),
      KVER (guest kernel), ACCEL=auto|tcg|kvm (default auto),
@@ -56,7 +58,7 @@ shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 qesc() { printf '%s' "${1//,/,,}"; }
 
 # ---- options
-MEM=2048 SMP=2 DISKS=2 DISK_SIZE=1G TIMEOUT=600 NAME=
+MEM=2048 SMP=2 DISKS=2 DISK_SIZE=1G TIMEOUT=600 NAME= QMP=
 GUEST_ENV=()
 while (($#)); do
 	case $1 in
@@ -66,7 +68,7 @@ while (($#)); do
 		GUEST_ENV+=("$2")
 		shift 2
 		;;
-	--mem | --smp | --disks | --disk-size | --timeout | --name)
+	--mem | --smp | --disks | --disk-size | --timeout | --name | --qmp)
 		(($# >= 2)) || die "$1 needs a value"
 		case $1 in
 		--mem) MEM=$2 ;;
@@ -75,10 +77,11 @@ while (($#)); do
 		--disk-size) DISK_SIZE=$2 ;;
 		--timeout) TIMEOUT=$2 ;;
 		--name) NAME=$2 ;;
+		--qmp) QMP=$2 ;;
 		esac
 		shift 2
 		;;
-	--mem=* | --smp=* | --disks=* | --disk-size=* | --timeout=* | --name=*)
+	--mem=* | --smp=* | --disks=* | --disk-size=* | --timeout=* | --name=* | --qmp=*)
 		opt=${1%%=*} val=${1#*=}
 		shift
 		set -- "$opt" "$val" "$@"
@@ -319,6 +322,10 @@ QEMU=("${QEMU_BASE[@]}" "${ACCEL_ARGS[@]}" -smp "$SMP" -m "$MEM"
 	-append "$APPEND dmrepl.mode=run"
 	-chardev "file,id=con,path=$(qesc "$CONSOLE")" -serial chardev:con
 	"${DISK_ARGS[@]}" "${FS_ARGS[@]}")
+if [[ -n $QMP ]]; then
+	rm -f "$QMP"
+	QEMU+=(-qmp "unix:$(qesc "$QMP"),server=on,wait=off")
+fi
 printf '%q ' "${QEMU[@]}" >"$RUN/qemu.cmd"
 echo >>"$RUN/qemu.cmd"
 say "$(basename "$SCRIPT")${*:+ $*} | ACCEL=$ACCEL ($ACCEL_NOTE) KVER=$KVER boot=$BOOT_NOTE smp=$SMP mem=${MEM}M disks=${DISKS}x$DISK_SIZE timeout=${TIMEOUT}s"
