@@ -8,7 +8,7 @@ PKGS="
   libsystemd-dev libxxhash-dev libzstd-dev libconfig-dev libjson-c-dev libssl-dev openssl libmicrohttpd-dev
   linux-headers-amd64 linux-image-amd64 linux-source-6.1
   qemu-system-x86 busybox-static dmsetup kmod cpio iproute2
-  fio drbd-utils iperf3 socat jq e2fsprogs xz-utils systemd prometheus libfaketime
+  fio drbd-utils iperf3 nbd-server nbd-client mdadm socat jq e2fsprogs xz-utils systemd prometheus libfaketime
   build-essential debhelper dh-dkms dkms lintian debootstrap qemu-utils initramfs-tools
 "
 missing=""
