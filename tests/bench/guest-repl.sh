@@ -18,6 +18,7 @@
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+. "$DMREPL_SRC_DIR/tests/bench/drbd-lib.sh"
 
 ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-8}
@@ -27,8 +28,7 @@ SLOW_SUSTAIN=${SLOW_SUSTAIN:-60}
 REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
 REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 R=/tmp/bench
-mkdir -p $R /run/lock /var/lib/drbd
-hostname vmguest
+mkdir -p $R
 
 # fj NAME DEV RW BS QD [RUNTIME] : one fio run -> "$R/NAME.json"; prints MB/s IOPS lat_us
 fj() {
@@ -109,30 +109,8 @@ settle() { caught_up durable; }
 # makes it durable at its next checkpoint, up to checkpoint-ms later)
 written_all() { caught_up written; }
 
-# ---- DRBD 8.4: resource a (vdc, primary, minor 10) <-> b (vdd, minor 11)
-cat > $R/drbd.conf <<EOC
-global { usage-count no; }
-common { net { protocol C; max-buffers 8000; max-epoch-size 8000; sndbuf-size 0; } disk { al-extents 1237; } }
-resource a {
-  on vmguest  { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
-  on peer-of-a { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
-}
-resource b {
-  on vmguest  { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
-  on peer-of-b { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
-}
-EOC
-A="drbdadm -c $R/drbd.conf"
-$A -- --force create-md a < /dev/null > /dev/null 2>&1
-$A -- --force create-md b < /dev/null > /dev/null 2>&1
-$A up a && $A up b || fail "drbd up"
-wait_for 30 "[ \$(grep -c 'cs:Connected' /proc/drbd) -ge 2 ]" || { cat /proc/drbd; fail "drbd connect"; }
-$A -- --clear-bitmap new-current-uuid a
-wait_for 30 "[ \$(grep -c 'ds:UpToDate/UpToDate' /proc/drbd) -ge 2 ]" || fail "drbd uptodate"
-$A primary a
-drbd_proto() {
-	$A net-options --protocol="$1" a && $A net-options --protocol="$1" b || fail "drbd protocol $1"
-}
+# ---- DRBD 8.4: resource a (vdc, primary, /dev/drbd10) <-> b (vdd)
+drbd_up $R
 
 # floor : the floor of a sync 4k qd1 write, appended to $R/floor (us): the
 # loopback 4 KiB request/response time, and the secondary disk's 4k qd1
@@ -287,7 +265,7 @@ if [ "${WAN:-1}" = 1 ]; then
 	tc qdisc del dev lo root
 fi
 
-$A secondary a; $A down a; $A down b
+drbd_down
 kill -TERM $ALPHA; wait $ALPHA || true
 kill -TERM $BETA; wait $BETA || true
 dmsetup remove r0

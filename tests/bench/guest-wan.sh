@@ -25,6 +25,7 @@
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+. "$DMREPL_SRC_DIR/tests/bench/drbd-lib.sh"
 
 TOTAL_MB=${TOTAL_MB:-480}
 BURST_MB=${BURST_MB:-256}
@@ -36,8 +37,7 @@ REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
 REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 # on the run's share: repld's logs outlive the guest (vm-work/runs/bench-wan/out)
 R=/srv/bench
-mkdir -p $R /run/lock /var/lib/drbd
-hostname vmguest
+mkdir -p $R
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # ---- the link: 100 Mbit/s, 5 ms each way
@@ -83,30 +83,8 @@ caught_up() {
 # MB/s of MB megabytes over MS milliseconds
 rate() { awk -v b="$1" -v t="$2" 'BEGIN { printf "%.2f", b * 1.048576 / t * 1000 }'; }
 
-# ---- DRBD 8.4: resource a (vdc, primary, minor 10) <-> b (vdd, minor 11)
-cat > $R/drbd.conf <<EOC
-global { usage-count no; }
-common { net { protocol C; max-buffers 8000; max-epoch-size 8000; sndbuf-size 0; } disk { al-extents 1237; } }
-resource a {
-  on vmguest  { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
-  on peer-of-a { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
-}
-resource b {
-  on vmguest  { device /dev/drbd11 minor 11; disk /dev/vdd; meta-disk internal; address 127.0.0.1:7801; }
-  on peer-of-b { device /dev/drbd10 minor 10; disk /dev/vdc; meta-disk internal; address 127.0.0.1:7800; }
-}
-EOC
-A="drbdadm -c $R/drbd.conf"
-$A -- --force create-md a < /dev/null > /dev/null 2>&1
-$A -- --force create-md b < /dev/null > /dev/null 2>&1
-$A up a && $A up b || fail "drbd up"
-wait_for 60 "[ \$(grep -c 'cs:Connected' /proc/drbd) -ge 2 ]" || { cat /proc/drbd; fail "drbd connect"; }
-$A -- --clear-bitmap new-current-uuid a
-wait_for 60 "[ \$(grep -c 'ds:UpToDate/UpToDate' /proc/drbd) -ge 2 ]" || fail "drbd uptodate"
-$A primary a
-drbd_proto() {
-	$A net-options --protocol="$1" a && $A net-options --protocol="$1" b || fail "drbd protocol $1"
-}
+# ---- DRBD 8.4: resource a (vdc, primary, /dev/drbd10) <-> b (vdd)
+drbd_up $R
 
 # tio NAME DEV THREADS : TOTAL_MB of sequential 4 KiB buffered writes over
 # THREADS threads, fsync at the end; prints MB/s over the wall clock
@@ -243,7 +221,7 @@ if has resync; then
 	tc qdisc del dev lo root
 fi
 
-$A secondary a; $A down a; $A down b
+drbd_down
 kill -TERM $ALPHA; wait $ALPHA || true
 kill -TERM $BETA; wait $BETA || true
 dmsetup remove r0
