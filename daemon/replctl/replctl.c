@@ -908,8 +908,7 @@ struct mout {
 	size_t len[ARRAY_SIZE(mfams)];
 };
 
-/* One sample of family f, with labels (already escaped) and a value. */
-/* One sample line, its value already formatted. */
+/* One sample of family f, with labels (already escaped), its value already formatted. */
 static void msample_text(struct mout *o, size_t f, const char *labels, const char *v)
 {
 	char line[512];
@@ -926,6 +925,7 @@ static void msample_text(struct mout *o, size_t f, const char *labels, const cha
 	o->len[f] += (size_t)n;
 }
 
+/* ... and with a value. */
 static void msample(struct mout *o, size_t f, const char *labels, uint64_t v)
 {
 	char t[24];

@@ -411,7 +411,6 @@ int stream_save_gens(struct primary *pri)
 
 /* ---- sending ------------------------------------------------------------------------ */
 
-
 /* Queue records from the ring: header frame + payload pointing into it. */
 static void stream_fill(struct replica *rp, uint64_t prod)
 {
