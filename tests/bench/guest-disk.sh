@@ -46,16 +46,12 @@ rounds() {
 	_i=0
 	while [ $_i -lt "$ROUNDS" ]; do
 		burst "raw-$1-$_i" /dev/vda 1536 >> "$R/raw-$1"
-		caught_up durable
+		repld_caught_up durable 600
 		burst "repl-$1-$_i" /dev/mapper/r0 256 >> "$R/repl-$1"
-		caught_up durable
+		repld_caught_up durable 600
 		_i=$((_i + 1))
 	done
 	log "$1: raw $(tr '\n' ' ' < "$R/raw-$1")MB/s; repl async $(tr '\n' ' ' < "$R/repl-$1")MB/s"
-}
-caught_up() {
-	wait_for 600 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].$1')\" -ge \"\$(repl_st r0 head)\" ]" ||
-		fail "replica did not catch up"
 }
 
 RING_MB=$((BURST_MB * 2))
@@ -71,7 +67,7 @@ wait_for 60 "[ -f /srv/throttle-done ]" || fail "the host did not throttle the d
 grep -q '^ok' /srv/throttle-done || fail "throttling failed: $(cat /srv/throttle-done)"
 log "disks throttled to $THROTTLE bytes/s of writes"
 rounds slow
-caught_up written
+repld_caught_up written 600
 [ "$(repl_st r0 overflows)" = 0 ] || fail "the ring overflowed"
 replicas_equal $((1024 << 20)) || fail "the replica differs"
 repld_stop

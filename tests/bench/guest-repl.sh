@@ -18,6 +18,7 @@
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repld-lib.sh"
 . "$DMREPL_SRC_DIR/tests/bench/drbd-lib.sh"
 
 ROUNDS=${ROUNDS:-3}
@@ -25,8 +26,6 @@ RUNTIME=${RUNTIME:-8}
 SUSTAIN=${SUSTAIN:-60}
 SLOW_RATE=${SLOW_RATE:-1gbit}
 SLOW_SUSTAIN=${SLOW_SUSTAIN:-60}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 R=/tmp/bench
 mkdir -p $R
 
@@ -99,15 +98,10 @@ replica_equal() {
 	blockdev --flushbufs /dev/vda /dev/vdb
 	cmp -n $((768 << 20)) /dev/vda /dev/vdb >&2 && echo yes || echo NO
 }
-# caught_up FIELD : wait until the peer's acknowledged FIELD reaches the head
-caught_up() {
-	wait_for 120 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].$1')\" -ge \"\$(repl_st r0 head)\" ]" ||
-		fail "replica did not catch up"
-}
-settle() { caught_up durable; }
+settle() { repld_caught_up durable; }
 # until the peer has written everything logged so far to its device (it
 # makes it durable at its next checkpoint, up to checkpoint-ms later)
-written_all() { caught_up written; }
+written_all() { repld_caught_up written; }
 
 # ---- DRBD 8.4: resource a (vdc, primary, /dev/drbd10) <-> b (vdd)
 drbd_up $R

@@ -25,6 +25,7 @@
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repld-lib.sh"
 . "$DMREPL_SRC_DIR/tests/bench/drbd-lib.sh"
 
 TOTAL_MB=${TOTAL_MB:-480}
@@ -33,8 +34,6 @@ RESYNC_MB=${RESYNC_MB:-512}
 RING_MB=${RING_MB:-768}
 LOAD_S=${LOAD_S:-20}
 PARTS=${PARTS:-replay zstd resync}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 # on the run's share: repld's logs outlive the guest (vm-work/runs/bench-wan/out)
 R=/srv/bench
 mkdir -p $R
@@ -76,10 +75,6 @@ set_mode() {
 	"$REPLCTL" set-mode r0 beta "$1"
 	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
 }
-caught_up() {
-	wait_for 600 "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].$1')\" -ge \"\$(repl_st r0 head)\" ]" ||
-		fail "replica did not catch up"
-}
 # MB/s of MB megabytes over MS milliseconds
 rate() { awk -v b="$1" -v t="$2" 'BEGIN { printf "%.2f", b * 1.048576 / t * 1000 }'; }
 
@@ -109,16 +104,16 @@ if has replay; then
 		echo "replS $t $(tio replS-$t /dev/mapper/r0 "$t")" >> $R/replay
 		[ "$(repl_st r0 timeouts)" = "$to" ] || echo "degraded $t" >> $R/replay
 		set_mode async async
-		caught_up durable
+		repld_caught_up durable 600
 		echo "replA $t $(tio replA-$t /dev/mapper/r0 "$t")" >> $R/replay
-		caught_up durable
+		repld_caught_up durable 600
 		drbd_proto C
 		echo "drbdC $t $(tio drbdC-$t /dev/drbd10 "$t")" >> $R/replay
 		drbd_proto A
 		echo "drbdA $t $(tio drbdA-$t /dev/drbd10 "$t")" >> $R/replay
 		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
 	done
-	caught_up written
+	repld_caught_up written 600
 	blockdev --flushbufs /dev/vda /dev/vdb
 	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then REPLAY_EQ=yes; else REPLAY_EQ=NO; fi
 fi
@@ -126,13 +121,13 @@ fi
 # burst NAME COMPRESS_PCT : BURST_MB of 1 MiB writes at qd8 into the ring;
 # prints MB/s until the replica has written them all
 burst() {
-	caught_up durable
+	repld_caught_up durable 600
 	_t0=$(now_ms)
 	fio --name="$1" --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
 		--ioengine=libaio --size="${BURST_MB}M" --offset=1G --refill_buffers \
 		--buffer_compress_percentage="$2" --buffer_compress_chunk=4k --eta=never \
 		--output-format=json --output="$R/$1.json" > /dev/null || fail "fio $1"
-	caught_up written
+	repld_caught_up written 600
 	rate "$BURST_MB" $(($(now_ms) - _t0))
 }
 zstd_on() {
@@ -170,7 +165,7 @@ load() {
 if has resync; then
 	zstd_on ""
 	set_mode sync sync
-	caught_up durable
+	repld_caught_up durable 600
 	tc qdisc add dev lo root netem rate 1gbit limit 100000 || fail "netem 1gbit"
 	iperf3 -s -1 -D -p 5203
 	sleep 0.5

@@ -40,6 +40,13 @@ repld_json() {
 	"$REPLCTL" --json status r0 | jq -r "$1"
 }
 
+# repld_caught_up FIELD [SECONDS] : wait (120 s unless told) until the
+# peer's acknowledged FIELD (received, written, durable) reaches the head
+repld_caught_up() {
+	wait_for "${2:-120}" "[ \"\$($REPLCTL --json status r0 | jq '.peers[0].$1')\" -ge \"\$(repl_st r0 head)\" ]" ||
+		fail "replica did not catch up"
+}
+
 # repld_stop : primary (drains), then secondary
 repld_stop() {
 	kill -TERM "$ALPHA" 2>/dev/null || true
