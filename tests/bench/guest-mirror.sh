@@ -14,12 +14,11 @@
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+. "$DMREPL_SRC_DIR/tests/vm/repld-lib.sh"
 
 ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-15}
 LINK_RATE=${LINK_RATE:-1gbit}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 R=/srv/bench
 mkdir -p $R
 B_IP=169.254.21.2
@@ -99,35 +98,34 @@ equal() {
 	done
 	echo yes
 }
-check_timeouts() {
-	[ "$(repl_st r0 timeouts)" = 0 ] || echo "$1: $(repl_st r0 timeouts) hold timeouts" >> $R/degraded
+# measure NAME DEV... : the runs through the repl device, then its hold
+# timeouts (to $R/degraded) and whether every DEV holds what vda does (to
+# $R/equal); all stopped after
+measure() {
+	_m=$1
+	shift
+	run "$_m" /dev/mapper/r0
+	[ "$(repl_st r0 timeouts)" = 0 ] || echo "$_m: $(repl_st r0 timeouts) hold timeouts" >> $R/degraded
+	echo "$_m $(equal "$_m" "$@")" >> $R/equal
+	stop_all
 }
 
 # one peer
 secondary beta nb $B_IP:7789 /dev/vdb
 primary beta@$B_IP:7789
-run one /dev/mapper/r0
-check_timeouts one
-EQ_ONE=$(equal one /dev/vdb)
-stop_all
+measure one /dev/vdb
 
 # two peers, a link each
 secondary beta nb $B_IP:7789 /dev/vdb
 secondary gamma nc $C_IP:7790 /dev/vdc
 primary beta@$B_IP:7789 gamma@$C_IP:7790
-run two /dev/mapper/r0
-check_timeouts two
-EQ_TWO=$(equal two /dev/vdb /dev/vdc)
-stop_all
+measure two /dev/vdb /dev/vdc
 
 # two peers sharing the link of nb
 secondary beta nb $B_IP:7789 /dev/vdb
 secondary gamma nb $B_IP:7790 /dev/vdc
 primary beta@$B_IP:7789 gamma@$B_IP:7790
-run shared /dev/mapper/r0
-check_timeouts shared
-EQ_SHARED=$(equal shared /dev/vdb /dev/vdc)
-stop_all
+measure shared /dev/vdb /dev/vdc
 
 # ---- nbd and md RAID1 on the same two links
 modprobe nbd nbds_max=2 || fail "no nbd module"
@@ -135,9 +133,8 @@ modprobe raid1 || fail "no raid1 module"
 for n in b c; do
 	printf '[generic]\n[%s]\nexportname = /dev/vd%s\n' "$n" "$n" > "$R/nbd-$n.conf"
 	ip netns exec "n$n" nbd-server -C "$R/nbd-$n.conf" || fail "nbd-server $n"
+	wait_for 10 "ip netns exec n$n ss -Htln 'sport = :10809' | grep -q ." || fail "nbd-server $n does not listen"
 done
-wait_for 10 "ip netns exec nb ss -Htln 'sport = :10809' | grep -q ." || fail "nbd-server b does not listen"
-wait_for 10 "ip netns exec nc ss -Htln 'sport = :10809' | grep -q ." || fail "nbd-server c does not listen"
 nbd-client -N b $B_IP /dev/nbd0 > $R/nbd-client.log 2>&1 || { cat $R/nbd-client.log; fail "nbd-client b"; }
 nbd-client -N c $C_IP /dev/nbd1 >> $R/nbd-client.log 2>&1 || { cat $R/nbd-client.log; fail "nbd-client c"; }
 run nbd /dev/nbd0
@@ -158,10 +155,10 @@ for s in one two shared nbd md; do
 done
 echo "BENCH-TABLE link (iperf3) | $LINK | -"
 awk -v one="$(m one)" -v two="$(m two)" -v sh="$(m shared)" -v nbd="$(m nbd)" -v md="$(m md)" \
-	-v l="$LINK" -v e1="$EQ_ONE" -v e2="$EQ_TWO" -v e3="$EQ_SHARED" \
+	-v l="$LINK" -v eq="$(tr '\n' ';' < $R/equal)" \
 	-v deg="$(cat $R/degraded 2>/dev/null | tr '\n' ';')" 'BEGIN {
 	printf "BENCH-GOAL two sync peers, a link each: %.2f x one peer [goal >= 0.9]\n", two / one
 	printf "BENCH-GOAL two sync peers sharing one link: %.2f x half the link (%.1f MB/s) [goal >= 0.9]\n", sh / (l / 2), l / 2
 	printf "BENCH-GOAL md RAID1 over two nbd devices: %.2f x one nbd device (dm-repl: %.2f x one peer)\n", md / nbd, two / one
-	printf "BENCH-GOAL replicas equal: one %s, two %s, shared %s; hold timeouts: %s\n", e1, e2, e3, deg == "" ? "none" : deg
+	printf "BENCH-GOAL replicas equal: %s hold timeouts: %s\n", eq, deg == "" ? "none" : deg
 }'
