@@ -210,6 +210,23 @@ int main(int argc, char **argv)
 	data(1002, DM_REPL_OP_FLUSH, 0, 0, 0);
 	save(dir, "valid-big-writes");
 
+	/* zstd-encoded payloads (the decoder passes them on as they are) */
+	start(0x00);
+	{
+		struct dm_repl_rec rec = {
+			.seq = 1, .sector = 8, .nr_sectors = 8, .op = DM_REPL_OP_WRITE,
+			.data_len = 4096,
+		};
+
+		enc(wire_encode_data_zstd(ROOM, &rec, 100));
+		memset(buf + len, 0x5a, 100);
+		len += 100;
+		enc(wire_encode_resync_data_zstd(ROOM, 64, 16, 8191));
+		memset(buf + len, 0x3c, 8191);
+		len += 8191;
+	}
+	save(dir, "valid-zstd-data");
+
 	/* unknown fields inside a message: ignored */
 	start(0x02);
 	{
