@@ -31,7 +31,9 @@
  *   Records are released and acknowledged as they are consumed, in batches
  *   of at most 64 and always before waiting, unless --no-release/--no-ack;
  *   --ack-delay-ms D acknowledges a record D ms after it was read;
- *   --ack-after-file PATH acknowledges nothing until PATH exists.
+ *   --ack-after-file PATH acknowledges nothing until PATH exists;
+ *   --ack-interval-ms P acknowledges at most one record every P ms (a slow
+ *   peer that keeps making progress).
  *   The dump checks sequence contiguity (the library does) and the epoch
  *   rule (a FLUSH carries the open epoch, later records the next one); a
  *   GAP record fails the run unless --gap-ok.
@@ -166,6 +168,7 @@ struct dump_opts {
 	bool no_release;
 	bool no_ack;
 	int ack_delay_ms;
+	int ack_interval_ms;
 	const char *ack_file;
 	uint64_t exit_after;
 	const char *payload_dir;
@@ -275,6 +278,7 @@ struct dump_state {
 	uint64_t epoch;
 	bool have_epoch;
 	bool ack_file_seen;
+	uint64_t next_ack_ms;		/* --ack-interval-ms: next ack then */
 	bool failed;			/* a bad record was seen */
 	struct ack_fifo fifo;
 };
@@ -311,6 +315,15 @@ static uint64_t dump_ack_target(struct dump_state *d, uint64_t now, int *ret_nex
 	/* A previous consumer may have acknowledged what it did not release. */
 	if (target < d->acked)
 		target = d->acked;
+	if (d->o->ack_interval_ms && target > d->acked) {
+		if (now < d->next_ack_ms) {
+			*ret_next_ms = (int)(d->next_ack_ms - now);
+			return d->acked;
+		}
+		target = d->acked + 1;
+		d->next_ack_ms = now + (uint64_t)d->o->ack_interval_ms;
+		*ret_next_ms = d->o->ack_interval_ms;
+	}
 	return target;
 }
 
@@ -541,6 +554,7 @@ static const char dump_usage[] =
 	"  --no-ack             never acknowledge records\n"
 	"  --ack-delay-ms D     acknowledge a record D ms after reading it\n"
 	"  --ack-after-file P   acknowledge nothing until file P exists\n"
+	"  --ack-interval-ms P  acknowledge at most one record every P ms\n"
 	"  --exit-after N       exit right after reading N records, without\n"
 	"                       releasing/acking them (a killed consumer)\n"
 	"  --payload-dir DIR    write each payload to DIR/<seq>\n"
@@ -552,7 +566,7 @@ static int cmd_dump(int argc, char **argv)
 {
 	enum { O_COUNT = 256, O_TIMEOUT, O_NO_RELEASE, O_NO_ACK, O_ACK_DELAY,
 	       O_ACK_FILE, O_EXIT_AFTER, O_PAYLOAD_DIR, O_GAP_OK, O_STATUS,
-	       O_NO_HASH };
+	       O_NO_HASH, O_ACK_INTERVAL };
 	static const struct option opts[] = {
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "timeout-ms", required_argument, NULL, O_TIMEOUT },
@@ -565,6 +579,7 @@ static int cmd_dump(int argc, char **argv)
 		{ "gap-ok", no_argument, NULL, O_GAP_OK },
 		{ "status", no_argument, NULL, O_STATUS },
 		{ "no-hash", no_argument, NULL, O_NO_HASH },
+		{ "ack-interval-ms", required_argument, NULL, O_ACK_INTERVAL },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -586,6 +601,7 @@ static int cmd_dump(int argc, char **argv)
 		case O_GAP_OK:		o.gap_ok = true; break;
 		case O_STATUS:		o.status = true; break;
 		case O_NO_HASH:		o.no_hash = true; break;
+		case O_ACK_INTERVAL:	ok = parse_int(optarg, &o.ack_interval_ms); break;
 		case 'h':		fputs(dump_usage, stdout); return 0;
 		default:		fputs(dump_usage, stderr); return EXIT_ERROR;
 		}
