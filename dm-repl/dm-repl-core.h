@@ -130,7 +130,8 @@ struct repl_bio {
 	u32 nr_copied;			/* records copied, under ring->lock */
 	u32 rec_sectors;		/* record_kb in sectors, a power of 2 */
 	u32 flags;			/* RB_*, under ring->lock once logged */
-	unsigned long deadline;		/* jiffies: give up waiting for the ack */
+	unsigned long mapped;		/* jiffies when mapped */
+	unsigned long hold_jiffies;	/* hold_timeout_ms when mapped */
 	const enum repl_mode *mode;	/* the mode of the target that mapped it */
 	struct repl_ring *ring;
 	struct list_head held;		/* ring->held, under ring->lock */
@@ -195,6 +196,7 @@ struct repl_ring {
 	u64 local_done;			/* local writes below are complete */
 	u64 epoch;
 	u64 degraded_seq;		/* prod when the ring last degraded */
+	unsigned long acked_jif;	/* jiffies when acked last grew */
 	u32 state;			/* DM_REPL_STATE_* */
 	u32 state_seq;
 	u64 space_gen;			/* bumped when space is released */

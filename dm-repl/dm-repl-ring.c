@@ -402,6 +402,24 @@ static bool ring_acked(const struct repl_ring *ring, const struct repl_bio *pb)
 }
 
 /*
+ * ring->lock held: when a held write stops waiting for its ack.  Its hold
+ * timeout counts from when it was mapped or from when the consumer last
+ * acknowledged anything, whichever is later: a peer that keeps
+ * acknowledging, however far behind (a slow link under a large backlog),
+ * is slow, not gone, and its writes wait for it; only hold_timeout_ms
+ * without any acknowledgment releases them.
+ */
+static unsigned long ring_hold_deadline(const struct repl_ring *ring,
+					const struct repl_bio *pb)
+{
+	unsigned long from = pb->mapped;
+
+	if (time_after(ring->acked_jif, from))
+		from = ring->acked_jif;
+	return from + pb->hold_jiffies;
+}
+
+/*
  * ring->lock held.  Does a bio whose local write is done have to wait for
  * the acknowledgment of its record?  If so, hold it.
  */
@@ -412,10 +430,13 @@ static bool ring_hold_locked(struct repl_ring *ring, struct repl_bio *pb)
 		return false;
 	list_add_tail(&pb->held, &ring->held);
 	pb->flags |= RB_HELD;
-	if (!ring->nr_held++)
+	if (!ring->nr_held++) {
+		unsigned long deadline = ring_hold_deadline(ring, pb);
+
 		mod_delayed_work(ring->wq, &ring->hold_work,
-				 time_after(pb->deadline, jiffies) ?
-				 pb->deadline - jiffies : 0);
+				 time_after(deadline, jiffies) ?
+				 deadline - jiffies : 0);
+	}
 	return true;
 }
 
@@ -832,19 +853,20 @@ static void ring_hold_work(struct work_struct *work)
 {
 	struct repl_ring *ring = container_of(to_delayed_work(work),
 					      struct repl_ring, hold_work);
-	unsigned long earliest = 0;
+	unsigned long earliest = 0, deadline;
 	struct repl_bio *pb;
 	LIST_HEAD(done);
 	bool expired = false;
 
 	spin_lock_irq(&ring->lock);
 	list_for_each_entry(pb, &ring->held, held) {
-		if (!time_after(pb->deadline, jiffies)) {
+		deadline = ring_hold_deadline(ring, pb);
+		if (!time_after(deadline, jiffies)) {
 			expired = true;
 			break;
 		}
-		if (!earliest || time_before(pb->deadline, earliest))
-			earliest = pb->deadline;
+		if (!earliest || time_before(deadline, earliest))
+			earliest = deadline;
 	}
 	if (expired) {
 		/*
@@ -933,6 +955,7 @@ int repl_ring_kick(struct repl_ring *ring)
 		bad = true;
 	} else if (ack > ring->acked) {
 		ring->acked = ack;
+		ring->acked_jif = jiffies;
 		ring_take_held(ring, &done, false, false);
 	}
 
@@ -1121,6 +1144,7 @@ static int ring_alloc(dev_t devt, const struct repl_ring_geometry *geo,
 	INIT_DELAYED_WORK(&ring->hold_work, ring_hold_work);
 	INIT_WORK(&ring->event_work, ring_event_work);
 	ring->devt = devt;
+	ring->acked_jif = jiffies;
 	ring->wq = geo->wq;
 	ring->copy_wq = geo->copy_wq;
 	ring->nr_recs = ring_nr_recs(geo->data_size);

@@ -437,7 +437,8 @@ static int repl_map(struct dm_target *ti, struct bio *bio)
 
 	pb->sector = bio_sectors(bio) ? bio->bi_iter.bi_sector : 0;
 	pb->nr_sectors = bio_sectors(bio);
-	pb->deadline = jiffies + msecs_to_jiffies(READ_ONCE(rc->hold_timeout_ms));
+	pb->mapped = jiffies;
+	pb->hold_jiffies = msecs_to_jiffies(READ_ONCE(rc->hold_timeout_ms));
 	return repl_ring_log(rc->ring, bio, pb, op, flags,
 			     READ_ONCE(rc->hold_timeout_ms), rc->record_kb);
 }

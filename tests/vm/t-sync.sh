@@ -3,7 +3,10 @@
 # withholds the acknowledgment and completes right after it; a write that
 # is never acknowledged completes after hold_timeout_ms (its record stays in
 # the ring, nothing is marked), the device degrades (event raised), and returns to
-# ok once the consumer catches up.  Async: writes do not wait for the
+# ok once the consumer catches up.  The hold timeout counts from the last
+# acknowledgment: writes held behind a consumer that acknowledges slowly but
+# steadily wait longer than hold_timeout_ms in all, without degrading.
+# Async: writes do not wait for the
 # consumer, with or without one attached.
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
@@ -47,6 +50,27 @@ log "sync write with an acknowledging consumer: $ms ms"
 [ "$ms" -lt 10000 ] || fail "acknowledged sync write took $ms ms"
 consumer_stop
 pass "sync write held until acknowledged"
+
+# --- a slow consumer that keeps acknowledging (a slow link under a backlog):
+# eight writes held, one acknowledged every 500 ms; the last waits about
+# 4 s, well past hold_timeout_ms 1500, and none is released without its ack
+dmsetup message r0 0 hold_timeout_ms 1500
+consumer_start r0 /tmp/d1b.txt --ack-interval-ms 500 --timeout-ms 60000
+t0=$(now_ms)
+for s in 50 51 52 53 54 55 56 57; do
+	bgwrite $s
+done
+wait_for 20 "[ -e /tmp/done.50 ] && [ -e /tmp/done.51 ] && [ -e /tmp/done.52 ] && [ -e /tmp/done.53 ] &&
+	[ -e /tmp/done.54 ] && [ -e /tmp/done.55 ] && [ -e /tmp/done.56 ] && [ -e /tmp/done.57 ]" ||
+	fail "writes behind a slow consumer not completed"
+ms=$(($(now_ms) - t0))
+log "eight sync writes, one acknowledged every 500 ms: all done after $ms ms (hold_timeout_ms 1500)"
+[ "$ms" -ge 3000 ] || fail "all eight done after $ms ms: not held behind the slow consumer"
+[ "$(repl_st r0 timeouts)" = 0 ] ||
+	fail "$(repl_st r0 timeouts) writes released by the hold timeout while the consumer kept acknowledging"
+[ "$(repl_st r0 state)" = ok ] || fail "state $(repl_st r0 state): degraded while the consumer kept acknowledging"
+consumer_stop
+pass "a consumer that keeps acknowledging is waited for beyond hold_timeout_ms"
 
 # --- sync, no ack at all: hold timeout, degrade, event, nothing marked
 dmsetup message r0 0 hold_timeout_ms 1500
