@@ -7,7 +7,7 @@
 # writes on a 1 Gbit/s link.
 # Usage: tests/bench/bench-wan.sh [build dir]
 # env: TOTAL_MB (480) BURST_MB (256) RESYNC_MB (512) LOAD_S (20) RING_MB (768)
-#      PARTS ("replay zstd resync")
+#      PARTS ("replay zstd resync") PROFILE (0)
 set -eu
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "${1:-$SRC/build}" && pwd)
@@ -16,6 +16,6 @@ DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 4 --disk-size 2G --timeout 7200 --name bench-wan \
 	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
 	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
-	--env PARTS="${PARTS:-replay zstd resync}" \
+	--env PARTS="${PARTS:-replay zstd resync}" --env PROFILE="${PROFILE:-0}" \
 	"$SRC/tests/bench/guest-wan.sh" > "$B/bench-wan.log" 2>&1 || { tail -40 "$B/bench-wan.log"; exit 1; }
 grep -a '^BENCH' "$B/bench-wan.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'

@@ -21,7 +21,8 @@
 # Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD.
 # env: TOTAL_MB (default 480), BURST_MB (default 256), RESYNC_MB (default
 #      512), LOAD_S (default 20), PARTS (default "replay zstd resync"),
-#      RING_MB (default 768: holds the replay's async run)
+#      RING_MB (default 768: holds the replay's async run), PROFILE (1: a
+#      per-second profile of each zstd burst)
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -33,6 +34,7 @@ BURST_MB=${BURST_MB:-256}
 RESYNC_MB=${RESYNC_MB:-512}
 RING_MB=${RING_MB:-768}
 LOAD_S=${LOAD_S:-20}
+PROFILE=${PROFILE:-0}
 PARTS=${PARTS:-replay zstd resync}
 # on the run's share: repld's logs outlive the guest (vm-work/runs/bench-wan/out)
 R=/srv/bench
@@ -118,17 +120,60 @@ if has replay; then
 	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then REPLAY_EQ=yes; else REPLAY_EQ=NO; fi
 fi
 
+# sampler FILE : every second, a line "ms bytes_sent compress_seconds
+# written busy_ticks idle_ticks" of the primary's first peer and the guest's
+# CPUs (exec: in the background, its pid is the shell's)
+sampler() {
+	exec sh -c 'while :; do
+		printf "%s %s %s\n" "$(date +%s%3N)" \
+			"$('"$REPLCTL"' --json status r0 | jq -r ".peers[0] | \"\(.bytes_sent) \(.compress.seconds) \(.written)\"")" \
+			"$(awk "/^cpu /{ print \$2 + \$3 + \$4 + \$7 + \$8, \$5 + \$6 }" /proc/stat)"
+		sleep 1
+	done' > "$1"
+}
+# profile NAME T_FIO_MS : where a burst's time went, from its samples: the
+# link's rate and the guest's CPU while fio wrote (T_FIO_MS from the start)
+# and after, and the compression's CPU in each phase
+profile() {
+	awk -v name="$1" -v tf="$2" '
+	NR == 1 { t0 = $1; b0 = $2; z0 = $3; busy0 = $5; idle0 = $6 }
+	{ t = $1 - t0; ph = t <= tf ? 1 : 2
+	  if (NR > 1) { dt[ph] += $1 - pt; db[ph] += $2 - pb; dz[ph] += $3 - pz
+			dbusy[ph] += $5 - pbusy; didle[ph] += $6 - pidle }
+	  pt = $1; pb = $2; pz = $3; pbusy = $5; pidle = $6 }
+	END {
+	  for (ph = 1; ph <= 2; ph++) {
+		s = dt[ph] / 1000; c = dbusy[ph] + didle[ph]
+		printf "%s %s: %.1f s, link %.2f MB/s, guest CPUs %.0f%% busy, compression %.2f s of CPU\n",
+			name, ph == 1 ? "while fio wrote" : "after", s,
+			s ? db[ph] / s / 1e6 : 0, c ? 100 * dbusy[ph] / c : 0, dz[ph]
+	  } }' "$R/$1.samples"
+}
 # burst NAME COMPRESS_PCT : BURST_MB of 1 MiB writes at qd8 into the ring;
-# prints MB/s until the replica has written them all
+# prints MB/s until the replica has written them all; with PROFILE=1 its
+# profile goes to the log and to $R/profiles (the sampler costs the guest
+# CPU: a replctl, a jq and an awk every second)
 burst() {
 	repld_caught_up durable 600
+	_sp=
+	if [ "$PROFILE" = 1 ]; then
+		(sampler "$R/$1.samples") &
+		_sp=$!
+	fi
 	_t0=$(now_ms)
 	fio --name="$1" --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=8 --direct=1 \
 		--ioengine=libaio --size="${BURST_MB}M" --offset=1G --refill_buffers \
 		--buffer_compress_percentage="$2" --buffer_compress_chunk=4k --eta=never \
 		--output-format=json --output="$R/$1.json" > /dev/null || fail "fio $1"
+	_tf=$(($(now_ms) - _t0))
 	repld_caught_up written 600
-	rate "$BURST_MB" $(($(now_ms) - _t0))
+	_ms=$(($(now_ms) - _t0))
+	if [ -n "$_sp" ]; then
+		kill -TERM $_sp 2>/dev/null
+		wait $_sp 2>/dev/null
+		profile "$1" "$_tf" | tee -a $R/profiles >&2
+	fi
+	rate "$BURST_MB" "$_ms"
 }
 zstd_on() {
 	alpha_conf "$1"
