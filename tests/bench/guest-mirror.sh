@@ -73,18 +73,23 @@ stop_all() {
 	done
 	dmsetup remove r0
 }
-# run NAME DEV : ROUNDS runs of RUNTIME s, 1 MiB writes at qd8; one MB/s per line
+# cpu_stat : the guest's busy and idle clock ticks so far, all CPUs
+cpu_stat() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat; }
+# run NAME DEV : ROUNDS runs of RUNTIME s, 1 MiB writes at qd8; one MB/s per
+# line to $R/NAME, how busy the guest's CPUs were in each to $R/NAME.cpu
 run() {
 	_i=0
 	while [ $_i -lt "$ROUNDS" ]; do
+		_c0=$(cpu_stat)
 		fio --name="$1" --filename="$2" --rw=write --bs=1M --iodepth=8 --direct=1 \
 			--ioengine=libaio --size=1536M --runtime="$RUNTIME" --time_based --ramp_time=2 \
 			--eta=never --output-format=json --output="$R/$1-$_i.json" > /dev/null ||
 			fail "fio $1"
 		jq '.jobs[0].write.bw_bytes / 1e6' "$R/$1-$_i.json" >> "$R/$1"
+		echo "$_c0 $(cpu_stat)" | awk '{ printf "%.0f\n", 100 * ($3 - $1) / ($3 + $4 - $1 - $2) }' >> "$R/$1.cpu"
 		_i=$((_i + 1))
 	done
-	log "$1: $(tr '\n' ' ' < "$R/$1")MB/s"
+	log "$1: $(tr '\n' ' ' < "$R/$1")MB/s, guest CPUs $(tr '\n' ' ' < "$R/$1.cpu")% busy"
 }
 # equal NAME DEV... : every DEV holds what vda holds where run NAME's last
 # round wrote (the start of the disk: every setup starts as initial-sync
@@ -149,11 +154,11 @@ pkill nbd-server || true
 # ---- report
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 m() { median < "$R/$1"; }
-echo "BENCH-TABLE 1 MiB qd8 sync writes, $LINK_RATE links | MB/s (median of $ROUNDS x ${RUNTIME} s) | x one peer"
+echo "BENCH-TABLE 1 MiB qd8 sync writes, $LINK_RATE links | MB/s (median of $ROUNDS x ${RUNTIME} s) | x one peer | guest CPUs busy %"
 for s in one two shared nbd md; do
-	echo "BENCH-TABLE $s | $(m $s) | $(awk -v a="$(m $s)" -v b="$(m one)" 'BEGIN { printf "%.2f", a / b }')"
+	echo "BENCH-TABLE $s | $(m $s) | $(awk -v a="$(m $s)" -v b="$(m one)" 'BEGIN { printf "%.2f", a / b }') | $(median < "$R/$s.cpu")"
 done
-echo "BENCH-TABLE link (iperf3) | $LINK | -"
+echo "BENCH-TABLE link (iperf3) | $LINK | - | -"
 awk -v one="$(m one)" -v two="$(m two)" -v sh="$(m shared)" -v nbd="$(m nbd)" -v md="$(m md)" \
 	-v l="$LINK" -v eq="$(tr '\n' ';' < $R/equal)" \
 	-v deg="$(cat $R/degraded 2>/dev/null | tr '\n' ';')" 'BEGIN {
