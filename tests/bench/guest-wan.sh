@@ -169,8 +169,8 @@ burst() {
 	repld_caught_up written 600
 	_ms=$(($(now_ms) - _t0))
 	if [ -n "$_sp" ]; then
-		kill -TERM $_sp 2>/dev/null
-		wait $_sp 2>/dev/null
+		kill -TERM $_sp 2>/dev/null || true
+		wait $_sp 2>/dev/null || true
 		profile "$1" "$_tf" | tee -a $R/profiles >&2
 	fi
 	rate "$BURST_MB" "$_ms"
