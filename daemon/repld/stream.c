@@ -411,12 +411,21 @@ int stream_save_gens(struct primary *pri)
 
 /* ---- sending ------------------------------------------------------------------------ */
 
+/*
+ * Compressing costs far more than queueing a ring payload (a MiB takes
+ * milliseconds, 20 ms under TCG): stream_fill() returns once it has
+ * compressed this much, so that stream_pump() hands it to the socket
+ * before compressing more.  Filling the whole arena (8 MiB) first left
+ * the link idle while the socket drained.
+ */
+#define STREAM_ZFILL_BYTES	(256U << 10)
+
 /* Queue records from the ring: header frame + payload pointing into it. */
 static void stream_fill(struct replica *rp, uint64_t prod)
 {
 	struct primary *pri = rp->pri;
 	struct peer *p = &rp->conn;
-	uint64_t now_us = loop_now_ns() / 1000;
+	uint64_t now_us = loop_now_ns() / 1000, zin = 0;
 
 	while (rp->cursor < prod && peer_queued(p) < PEER_QUEUE_LEN) {
 		const struct dm_repl_rec *rec = ring_rec(pri->ring, rp->cursor);
@@ -459,6 +468,8 @@ static void stream_fill(struct replica *rp, uint64_t prod)
 			peer_queue_payload(p, hdr, (size_t)n, payload, len, rp->cursor, true);
 		rp->lat[rp->cursor % STREAM_LAT_RING] = (struct stream_lat) { rp->cursor, now_us };
 		rp->cursor++;
+		if (z > 0 && (zin += len) >= STREAM_ZFILL_BYTES)
+			return;		/* to the socket first */
 	}
 }
 
