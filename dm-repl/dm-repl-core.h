@@ -200,7 +200,7 @@ struct repl_ring {
 	u32 state;			/* DM_REPL_STATE_* */
 	u32 state_seq;
 	u64 space_gen;			/* bumped when space is released */
-	struct list_head held;		/* struct repl_bio, held for an ack */
+	struct list_head held;		/* struct repl_bio, held for an ack, in record order */
 	unsigned int nr_held;
 	/*
 	 * Unlogged writes and timed-out held writes whose regions are being
