@@ -146,7 +146,7 @@ sampler() {
 # and after, and the compression's CPU in each phase
 profile() {
 	awk -v name="$1" -v tf="$2" '
-	NR == 1 { t0 = $1; b0 = $2; z0 = $3; busy0 = $5; idle0 = $6 }
+	NR == 1 { t0 = $1 }
 	{ t = $1 - t0; ph = t <= tf ? 1 : 2
 	  if (NR > 1) { dt[ph] += $1 - pt; db[ph] += $2 - pb; dz[ph] += $3 - pz
 			dbusy[ph] += $5 - pbusy; didle[ph] += $6 - pidle }
