@@ -73,20 +73,18 @@ stop_all() {
 	done
 	dmsetup remove r0
 }
-# cpu_stat : the guest's busy and idle clock ticks so far, all CPUs
-cpu_stat() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat; }
 # run NAME DEV : ROUNDS runs of RUNTIME s, 1 MiB writes at qd8; one MB/s per
 # line to $R/NAME, how busy the guest's CPUs were in each to $R/NAME.cpu
 run() {
 	_i=0
 	while [ $_i -lt "$ROUNDS" ]; do
-		_c0=$(cpu_stat)
+		_c0=$(guest_ticks)
 		fio --name="$1" --filename="$2" --rw=write --bs=1M --iodepth=8 --direct=1 \
 			--ioengine=libaio --size=1536M --runtime="$RUNTIME" --time_based --ramp_time=2 \
 			--eta=never --output-format=json --output="$R/$1-$_i.json" > /dev/null ||
 			fail "fio $1"
 		jq '.jobs[0].write.bw_bytes / 1e6' "$R/$1-$_i.json" >> "$R/$1"
-		echo "$_c0 $(cpu_stat)" | awk '{ printf "%.0f\n", 100 * ($3 - $1) / ($3 + $4 - $1 - $2) }' >> "$R/$1.cpu"
+		echo "$_c0 $(guest_ticks)" | awk '{ printf "%.0f\n", 100 * ($3 - $1) / ($3 + $4 - $1 - $2) }' >> "$R/$1.cpu"
 		_i=$((_i + 1))
 	done
 	log "$1: $(tr '\n' ' ' < "$R/$1")MB/s, guest CPUs $(tr '\n' ' ' < "$R/$1.cpu")% busy"

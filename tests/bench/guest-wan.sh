@@ -132,14 +132,13 @@ fi
 
 # sampler FILE : every second, a line "ms bytes_sent compress_seconds
 # written busy_ticks idle_ticks" of the primary's first peer and the guest's
-# CPUs (exec: in the background, its pid is the shell's)
+# CPUs (in the background; stopped with SIGTERM)
 sampler() {
-	exec sh -c 'while :; do
-		printf "%s %s %s\n" "$(date +%s%3N)" \
-			"$('"$REPLCTL"' --json status r0 | jq -r ".peers[0] | \"\(.bytes_sent) \(.compress.seconds) \(.written)\"")" \
-			"$(awk "/^cpu /{ print \$2 + \$3 + \$4 + \$7 + \$8, \$5 + \$6 }" /proc/stat)"
+	while :; do
+		echo "$(now_ms) $("$REPLCTL" --json status r0 |
+			jq -r '.peers[0] | "\(.bytes_sent) \(.compress.seconds) \(.written)"') $(guest_ticks)"
 		sleep 1
-	done' > "$1"
+	done > "$1"
 }
 # profile NAME T_FIO_MS : where a burst's time went, from its samples: the
 # link's rate and the guest's CPU while fio wrote (T_FIO_MS from the start)

@@ -74,6 +74,12 @@ replicas_equal() {
 	cmp -n "$1" /dev/vda /dev/vdb
 }
 
+# guest_ticks : "<busy> <idle>" clock ticks of all the guest's CPUs so far
+# (busy: user, nice, system, irq, softirq; idle: idle, iowait)
+guest_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat
+}
+
 # cpu_ticks PID : user+system clock ticks a process used so far
 cpu_ticks() {
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
