@@ -55,6 +55,20 @@ consumer_stop() {
 	wait "$CONSUMER" 2>/dev/null || true
 }
 
+# none_done SEEK... : none of these background writes completed (a test's
+# bgwrite SEEK creates /tmp/done.SEEK once its write completed)
+none_done() {
+	for _s in "$@"; do
+		[ ! -e "/tmp/done.$_s" ] || return 1
+	done
+}
+# all_done SEEK... : all of these background writes completed
+all_done() {
+	for _s in "$@"; do
+		[ -e "/tmp/done.$_s" ] || return 1
+	done
+}
+
 # ring_compare WRITES DUMP LABEL FIRST_SEQ FIRST_EPOCH : the writer's
 # prediction (repl-ringtest write) and a consumer's dump must list the same
 # operations in the same order, with sequence numbers from FIRST_SEQ on and

@@ -27,18 +27,6 @@ bgwrite() {
 	( dd if=/dev/urandom of=/dev/mapper/r0 bs=32k count=1 seek="$1" oflag=direct status=none &&
 		touch "/tmp/done.$1" ) &
 }
-# none_done SEEK... : none of these writes completed
-none_done() {
-	for _s in "$@"; do
-		[ ! -e "/tmp/done.$_s" ] || return 1
-	done
-}
-# all_done SEEK... : all of these writes completed
-all_done() {
-	for _s in "$@"; do
-		[ -e "/tmp/done.$_s" ] || return 1
-	done
-}
 # intact N WHAT : N writes held, none released without its ack, nothing
 # marked out of sync
 intact() {

@@ -60,8 +60,7 @@ t0=$(now_ms)
 for s in 50 51 52 53 54 55 56 57; do
 	bgwrite $s
 done
-wait_for 20 "[ -e /tmp/done.50 ] && [ -e /tmp/done.51 ] && [ -e /tmp/done.52 ] && [ -e /tmp/done.53 ] &&
-	[ -e /tmp/done.54 ] && [ -e /tmp/done.55 ] && [ -e /tmp/done.56 ] && [ -e /tmp/done.57 ]" ||
+wait_for 20 "all_done 50 51 52 53 54 55 56 57" ||
 	fail "writes behind a slow consumer not completed"
 ms=$(($(now_ms) - t0))
 log "eight sync writes, one acknowledged every 500 ms: all done after $ms ms (hold_timeout_ms 1500)"
