@@ -24,6 +24,7 @@ struct loop {
 	void *prepare_ctx;
 	bool exit;
 	int exit_code;
+	uint64_t wake_ms;		/* loop_wake_in() of this turn, 0: none */
 	/* fds created here (timers, signals), closed by loop_free() */
 	int own_fd[4];
 	unsigned int nr_own;
@@ -176,6 +177,14 @@ void loop_set_prepare(struct loop *l, loop_prepare_fn fn, void *ctx)
 	l->prepare_ctx = ctx;
 }
 
+void loop_wake_in(struct loop *l, unsigned int ms)
+{
+	uint64_t at = loop_now_ms() + ms;
+
+	if (!l->wake_ms || at < l->wake_ms)
+		l->wake_ms = at;
+}
+
 void loop_exit(struct loop *l, int code)
 {
 	l->exit = true;
@@ -189,10 +198,18 @@ int loop_run(struct loop *l, int max_sleep_ms)
 	while (!l->exit) {
 		int timeout = max_sleep_ms;
 
+		l->wake_ms = 0;
 		if (l->prepare && l->prepare(l->prepare_ctx))
 			timeout = 0;
 		if (l->exit)
 			break;
+		if (l->wake_ms && timeout) {
+			uint64_t now = loop_now_ms();
+			uint64_t d = l->wake_ms > now ? l->wake_ms - now : 0;
+
+			if (timeout < 0 || d < (uint64_t)timeout)
+				timeout = (int)d;
+		}
 		n = epoll_wait(l->epfd, l->batch, LOOP_BATCH, timeout);
 		if (n < 0) {
 			if (errno == EINTR)

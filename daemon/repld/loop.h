@@ -74,6 +74,12 @@ void loop_set_prepare(struct loop *l, loop_prepare_fn fn, void *ctx);
  * or a negative errno when epoll fails.
  */
 int loop_run(struct loop *l, int max_sleep_ms);
+/*
+ * Sleep at most ms from now in the coming turn of the loop (from the prepare
+ * function or a callback; the earliest request of a turn counts, and each
+ * turn starts without one).
+ */
+void loop_wake_in(struct loop *l, unsigned int ms);
 void loop_exit(struct loop *l, int code);
 
 /* CLOCK_MONOTONIC in milliseconds, and in nanoseconds. */
