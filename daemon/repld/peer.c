@@ -341,11 +341,13 @@ static void peer_sent(struct peer *p, size_t sent)
 
 uint64_t peer_ahead_bytes(const struct peer *p)
 {
-	int unsent = 0;
+	int unacked = 0;
 
-	if (p->ev.fd >= 0 && ioctl(p->ev.fd, SIOCOUTQNSD, &unsent) < 0)
-		unsent = 0;
-	return p->queued_bytes - p->off + p->pipe_len + (uint64_t)(unsent > 0 ? unsent : 0);
+	/* SIOCOUTQ: unsent, and sent but not yet acknowledged by the peer's
+	 * TCP -- what sits in the link's queues counts */
+	if (p->ev.fd >= 0 && ioctl(p->ev.fd, SIOCOUTQ, &unacked) < 0)
+		unacked = 0;
+	return p->queued_bytes - p->off + p->pipe_len + (uint64_t)(unacked > 0 ? unacked : 0);
 }
 
 /* Splicing does not work here: say so once, copy from now on. */

@@ -221,8 +221,9 @@ static inline uint64_t peer_sent_upto(const struct peer *p)
 }
 
 /*
- * Bytes the next frame queued would wait behind on this side: the queue's,
- * the pipe's and those the socket holds not yet sent.
+ * Bytes the next frame queued would wait behind: the queue's, the pipe's
+ * and those the socket holds, sent or not, that the peer's TCP has not
+ * acknowledged (what the link's queues hold counts).
  */
 uint64_t peer_ahead_bytes(const struct peer *p);
 

@@ -80,6 +80,7 @@ struct replica {
 	/* the resync controller, fed by the records' latencies: when each
 	 * of the last STREAM_LAT_RING records was queued */
 	struct rsctl rsc;
+	uint64_t rtt_read_ms;		/* when it last had TCP's min_rtt */
 	struct stream_lat {
 		uint64_t seq;
 		uint64_t t_us;

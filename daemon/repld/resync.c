@@ -20,13 +20,14 @@
  *      for a verify, tells the owner which regions differ.
  *
  * Application records go first: new units start only while the peer's
- * send queue is at most a quarter full and holds less than the pace's
- * ahead_max bytes, at the pace's rate (rsctl.h), in units of at most its
- * unit_sectors.  Every
- * 64 MiB, and at the end (done), a ResyncFlush makes the peer's copy
- * durable; the owner then clears the regions below the oldest unfinished
- * unit, unless something was marked since the pass took them (then the
- * next pass does them again).
+ * send queue is at most a quarter full and what is ahead of the next
+ * record (queued, in the socket or on the link, being read) is less than
+ * the pace's ahead_max bytes, at the pace's rate (a token bucket of one
+ * unit; rsctl.h), in units of at most its unit_sectors.  Every 64 MiB,
+ * and at the end (done), a ResyncFlush makes the peer's copy durable; the
+ * owner then clears the regions below the oldest unfinished unit, unless
+ * something was marked since the pass took them (then the next pass does
+ * them again).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,7 +55,7 @@
 #define RS_FLUSH_BYTES	(64ULL << 20)		/* ResyncFlush every ... */
 #define RS_BLOCK_SECTORS 8U			/* 4 KiB hash blocks */
 #define RS_IO_DEPTH	(RS_INFLIGHT * CFG_MAX_PEERS)	/* every peer may resync at once */
-#define RS_WINDOW_MS	100U			/* the pace's rate, per window */
+#define RS_POLL_MS	1U			/* the least wait for a queue draining */
 
 enum unit_state {
 	U_FREE = 0,
@@ -123,7 +124,8 @@ struct resync {
 	uint64_t cleared_upto;
 	uint64_t started_ms;
 	uint64_t mismatched_regions;
-	uint64_t window_ms, window_bytes;	/* the pace's rate */
+	int64_t tokens;			/* bytes the pace lets start now (< 0: owed) */
+	uint64_t tokens_ms;		/* when they were counted, 0: never */
 	uint64_t ahead_waits;		/* steps that waited for the queue to drain */
 	bool finished;
 };
@@ -604,14 +606,16 @@ static void unit_start_read(struct resync *rs, struct rs_unit *u)
 	u->state = U_READING;
 }
 
-int resync_step(struct resync *rs, uint64_t stream_pos, const struct resync_pace *pace,
+int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace,
 		uint64_t gen)
 {
 	struct peer *p = rs->p;
-	uint64_t local = ring_local_seq(rs->ring), now;
+	uint64_t local = ring_local_seq(rs->ring), reading = 0, now;
 	unsigned int i;
 	bool busy = false;
 	int r;
+
+	pace->started = 0;
 
 	for (i = 0; i < RS_INFLIGHT; i++) {
 		struct rs_unit *u = &rs->u[i];
@@ -640,22 +644,35 @@ int resync_step(struct resync *rs, uint64_t stream_pos, const struct resync_pace
 		}
 		if (u->state != U_FREE)
 			busy = true;
+		if (u->state == U_WAIT_LOCAL || u->state == U_READING || u->state == U_WAIT_HASH)
+			reading += (uint64_t)u->nr_sectors << 9;
 	}
 
 	/*
-	 * New units: records go first (a unit starts only while the send
-	 * queue is at most a quarter full and what is queued ahead of the
-	 * next record within pace->ahead_max), at pace->rate at most.
+	 * New units: records go first.  A unit starts only while the send
+	 * queue is at most a quarter full and what is ahead of the next
+	 * record -- queued, unsent, and the units still being read, which
+	 * are queued the moment their read is in -- is within
+	 * pace->ahead_max.  The rate is a token bucket that holds at most
+	 * one unit or ahead_max, so units go out evenly rather than in a
+	 * burst per interval.
 	 */
 	now = loop_now_ms();
-	if (now - rs->window_ms >= RS_WINDOW_MS) {
-		rs->window_ms = now;
-		rs->window_bytes = 0;
+	if (pace->rate) {
+		uint64_t dt = rs->tokens_ms && now - rs->tokens_ms < 1000 ? now - rs->tokens_ms : 1000;
+		uint64_t unit = (uint64_t)pace->unit_sectors << 9;
+		int64_t burst = (int64_t)(pace->ahead_max > unit ? pace->ahead_max : unit);
+
+		rs->tokens += (int64_t)(pace->rate / 1000 * dt);
+		if (rs->tokens > burst)
+			rs->tokens = burst;
 	}
+	rs->tokens_ms = now;
 	for (i = 0; i < RS_INFLIGHT && !rs->flush_id; i++) {
 		struct rs_unit *u = &rs->u[i];
 		uint64_t sector;
 		uint32_t nr;
+		uint64_t ahead;
 		uint8_t buf[96];
 		ssize_t k;
 
@@ -663,10 +680,26 @@ int resync_step(struct resync *rs, uint64_t stream_pos, const struct resync_pace
 			continue;
 		if (peer_queued(p) > PEER_QUEUE_LEN / 4)
 			break;
-		if (pace->rate && rs->window_bytes >= pace->rate * RS_WINDOW_MS / 1000)
+		if (pace->rate && rs->tokens <= 0) {
+			/* when the bucket has a byte again */
+			loop_wake_in(rs->io->loop, (unsigned int)((uint64_t)-rs->tokens * 1000 /
+								  pace->rate) + 1);
 			break;
-		if (pace->ahead_max && peer_ahead_bytes(p) >= pace->ahead_max) {
+		}
+		ahead = pace->ahead_max ? reading + peer_ahead_bytes(p) : 0;
+		if (pace->ahead_max && ahead >= pace->ahead_max) {
 			rs->ahead_waits++;
+			/*
+			 * A read's completion wakes us, the link draining
+			 * does not: look again once it has drained below
+			 * ahead_max at about the pace's rate.
+			 */
+			if (!reading) {
+				uint64_t ms = pace->rate ? (ahead - pace->ahead_max) * 1000 /
+							   pace->rate : 0;
+
+				loop_wake_in(rs->io->loop, RS_POLL_MS + (unsigned int)(ms < 100 ? ms : 100));
+			}
 			break;
 		}
 		if (rs->since_flush >= RS_FLUSH_BYTES) {
@@ -687,7 +720,9 @@ int resync_step(struct resync *rs, uint64_t stream_pos, const struct resync_pace
 		}
 		u->sector = sector;
 		u->nr_sectors = nr;
-		rs->window_bytes += (uint64_t)nr << 9;
+		rs->tokens -= (int64_t)nr << 9;
+		reading += (uint64_t)nr << 9;
+		pace->started += (uint64_t)nr << 9;
 		u->L = stream_pos;
 		u->tainted = u->read_done = u->hash_done = u->read_failed = false;
 		u->id = rs->next_id++;

@@ -83,6 +83,7 @@ struct resync_pace {
 	uint64_t rate;			/* bytes per second */
 	uint64_t ahead_max;		/* bytes queued or unsent ahead of the next record */
 	uint32_t unit_sectors;		/* a unit's size at most (a multiple of 8) */
+	uint64_t started;		/* out: bytes of the units this step started */
 };
 /*
  * Drive the pass as far as it goes now: stream_pos is the peer's stream
@@ -90,7 +91,7 @@ struct resync_pace {
  * the current data generation (for ResyncFlush).  0 running,
  * RESYNC_VERIFIED, or -errno (resync_why() says why; free it).
  */
-int resync_step(struct resync *rs, uint64_t stream_pos, const struct resync_pace *pace,
+int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace,
 		uint64_t gen);
 /*
  * The peer made everything up to flush id durable: the regions done are

@@ -23,6 +23,8 @@ void rsctl_restart(struct rsctl *c, uint64_t now_ms)
 	c->step_sum_us = 0;
 	c->step_max_us = 0;
 	c->step_samples = 0;
+	c->step_pending_us = 0;
+	c->step_used = 0;
 }
 
 void rsctl_set_bounds(struct rsctl *c, unsigned int min_mb, unsigned int cap_mb)
@@ -37,12 +39,22 @@ void rsctl_set_bounds(struct rsctl *c, unsigned int min_mb, unsigned int cap_mb)
 		c->rate = c->floor;
 }
 
+uint64_t rsctl_base_us(const struct rsctl *c)
+{
+	return c->base_us[0] < c->base_us[1] ? c->base_us[0] : c->base_us[1];
+}
+
 static void rsctl_base_roll(struct rsctl *c, uint64_t now_ms)
 {
+	uint64_t old = rsctl_base_us(c);
+
 	if (now_ms - c->base_since_ms < RSCTL_BASE_MS / 2)
 		return;
-	/* a half-window passed: the older one goes */
-	c->base_us[1] = now_ms - c->base_since_ms < RSCTL_BASE_MS ? c->base_us[0] : UINT64_MAX;
+	/* a half-window passed: the older one goes, and the base rises
+	 * by RSCTL_BASE_RISE_PCT % at most */
+	c->base_us[1] = c->base_us[0];
+	if (old != UINT64_MAX && c->base_us[1] > old / 100 * RSCTL_BASE_RISE_PCT)
+		c->base_us[1] = old / 100 * RSCTL_BASE_RISE_PCT;
 	c->base_us[0] = UINT64_MAX;
 	c->base_since_ms = now_ms;
 }
@@ -58,22 +70,24 @@ void rsctl_sample(struct rsctl *c, uint64_t now_ms, uint64_t latency_us)
 	c->step_samples++;
 }
 
-uint64_t rsctl_base_us(const struct rsctl *c)
-{
-	return c->base_us[0] < c->base_us[1] ? c->base_us[0] : c->base_us[1];
-}
-
 static void rsctl_step(struct rsctl *c)
 {
 	uint64_t base = rsctl_base_us(c), max = c->cap ? c->cap : RSCTL_RATE_MAX;
-	uint64_t thr = base * RSCTL_SLACK_PCT / 100 + RSCTL_SLACK_US;
+	/* the resync was held back by something else than its rate */
+	bool held = c->step_used < c->rate / 1000 * RSCTL_STEP_MS / 2;
+	/* no base yet: nothing to judge a wait by */
+	uint64_t thr = base == UINT64_MAX ? UINT64_MAX / RSCTL_WORST :
+		       base * RSCTL_SLACK_PCT / 100 + RSCTL_SLACK_US;
 
-	if (!c->step_samples) {
-		c->rate = c->rate > max / 2 ? max : c->rate * 2;
-	} else if (c->step_sum_us / c->step_samples <= thr && c->step_max_us <= thr * RSCTL_WORST) {
+	if (!c->step_samples && c->step_pending_us <= thr) {
+		if (!held)
+			c->rate = c->rate > max / 2 ? max : c->rate * 2;
+	} else if (c->step_samples && c->step_sum_us / c->step_samples <= thr &&
+		   c->step_max_us <= thr * RSCTL_WORST && c->step_pending_us <= thr * RSCTL_WORST) {
 		uint64_t g = c->rate / 8 > RSCTL_GROW ? c->rate / 8 : RSCTL_GROW;
 
-		c->rate = c->rate > max - g ? max : c->rate + g;
+		if (!held)
+			c->rate = c->rate > max - g ? max : c->rate + g;
 	} else {
 		c->rate = c->rate / 100 * RSCTL_DROP_PCT;
 		c->backoffs++;
@@ -85,6 +99,24 @@ static void rsctl_step(struct rsctl *c)
 	c->step_sum_us = 0;
 	c->step_max_us = 0;
 	c->step_samples = 0;
+	c->step_pending_us = 0;
+	c->step_used = 0;
+}
+
+void rsctl_used(struct rsctl *c, uint64_t bytes)
+{
+	c->step_used += bytes;
+}
+
+void rsctl_set_rtt(struct rsctl *c, uint64_t rtt_us)
+{
+	c->rtt_us = rtt_us;
+}
+
+void rsctl_pending(struct rsctl *c, uint64_t age_us)
+{
+	if (age_us > c->step_pending_us)
+		c->step_pending_us = age_us;
 }
 
 uint64_t rsctl_rate(struct rsctl *c, uint64_t now_ms)
@@ -99,7 +131,8 @@ uint64_t rsctl_rate(struct rsctl *c, uint64_t now_ms)
 
 uint64_t rsctl_ahead_max(const struct rsctl *c)
 {
-	uint64_t a = c->rate / 1000 * RSCTL_AHEAD_MS;
+	/* rtt_us: TCP's, below a second */
+	uint64_t a = c->rate / 1000 * RSCTL_AHEAD_MS + c->rate / 1000000 * c->rtt_us;
 
 	return a > RSCTL_AHEAD_MIN ? a : RSCTL_AHEAD_MIN;
 }

@@ -36,6 +36,7 @@
 #include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
+#include "tcpinfo.h"
 
 /* The peer counts for the target's sync mode (sync or semi-sync, not down by the admin). */
 static bool stream_counts_for_sync(const struct replica *rp)
@@ -691,20 +692,45 @@ static bool stream_gap_unsent(struct replica *rp)
 	return false;
 }
 
+/*
+ * How long the oldest record the controller waits for (written by a sync
+ * peer, received by another) has been queued; 0: none is waiting.
+ */
+static uint64_t stream_oldest_wait_us(const struct replica *rp)
+{
+	uint64_t s = rp->mode == MODE_SYNC ? rp->written : rp->received, now;
+	const struct stream_lat *l;
+
+	if (s >= rp->cursor)
+		return 0;
+	l = &rp->lat[s % STREAM_LAT_RING];
+	now = loop_now_ns() / 1000;
+	return l->seq == s && l->t_us && now > l->t_us ? now - l->t_us : 0;
+}
+
 /* Drive the peer's pass; a verify's result and a failure end it here. */
 static void stream_resync_step(struct replica *rp)
 {
 	const struct config *c = rp->pri->env->cfg;
 	struct resync_pace pace;
 	int r;
+	uint64_t now = loop_now_ms();
+	uint32_t rtt;
 
 	if (stream_gap_unsent(rp))
 		return;		/* it waits for the GAP to go out first */
 	rsctl_set_bounds(&rp->rsc, c->resync_min_rate_mb, c->resync_rate_mb);
-	pace.rate = rsctl_rate(&rp->rsc, loop_now_ms());
+	rsctl_pending(&rp->rsc, stream_oldest_wait_us(rp));
+	if (now - rp->rtt_read_ms >= RSCTL_STEP_MS && rp->conn.ev.fd >= 0) {
+		rp->rtt_read_ms = now;
+		if (tcpinfo_min_rtt_us(rp->conn.ev.fd, &rtt) == 0)
+			rsctl_set_rtt(&rp->rsc, rtt);
+	}
+	pace.rate = rsctl_rate(&rp->rsc, now);
 	pace.ahead_max = rsctl_ahead_max(&rp->rsc);
 	pace.unit_sectors = rsctl_unit_sectors(&rp->rsc);
 	r = resync_step(rp->rs, rp->cursor, &pace, rp->pri->gens.current);
+	rsctl_used(&rp->rsc, pace.started);
 
 	if (r == RESYNC_VERIFIED) {
 		uint64_t n = resync_mismatches(rp->rs);

@@ -10,13 +10,21 @@
 #include "check.h"
 #include "rsctl.h"
 
-/* Steps of RSCTL_STEP_MS from *t, each with n samples of lat_us. */
+/* What a step's rate lets the resync start, all of which it starts. */
+static void use_all(struct rsctl *c)
+{
+	rsctl_used(c, c->rate / 1000 * RSCTL_STEP_MS);
+}
+
+/* Steps of RSCTL_STEP_MS from *t, each with n samples of lat_us, the
+ * resync using its whole rate. */
 static uint64_t run(struct rsctl *c, uint64_t *t, unsigned int steps, unsigned int n,
 		    uint64_t lat_us)
 {
 	for (unsigned int i = 0; i < steps; i++) {
 		for (unsigned int k = 0; k < n; k++)
 			rsctl_sample(c, *t, lat_us);
+		use_all(c);
 		*t += RSCTL_STEP_MS;
 		rsctl_rate(c, *t);
 	}
@@ -68,6 +76,7 @@ int main(void)
 	for (int k = 0; k < 9; k++)
 		rsctl_sample(&c, t, 1000);
 	rsctl_sample(&c, t, 4000);
+	use_all(&c);
 	t += RSCTL_STEP_MS;
 	CHECK(rsctl_rate(&c, t) > RSCTL_RATE_START, "one slow record in ten");
 	rsctl_restart(&c, t);
@@ -82,13 +91,80 @@ int main(void)
 	t += RSCTL_STEP_MS;
 	CHECK(rsctl_rate(&c, t) == RSCTL_RATE_START / 100 * RSCTL_DROP_PCT, "one slow record in two");
 
-	/* the base forgets what is older than RSCTL_BASE_MS */
-	t += RSCTL_BASE_MS + 1;
-	run(&c, &t, 1, 5, 3000);
-	t += RSCTL_BASE_MS / 2 + 1;
-	run(&c, &t, 1, 5, 3000);
-	CHECK(rsctl_base_us(&c) == 3000, "base after the window: %llu",
-	      (unsigned long long)rsctl_base_us(&c));
+	/*
+	 * No ack in a step is not always an idle application: a record that
+	 * waits (stuck behind the resync) slows it down; one that has just
+	 * been queued does not stop it doubling.
+	 */
+	rsctl_restart(&c, t);
+	run(&c, &t, 1, 10, 1000);
+	r = c.rate;
+	rsctl_pending(&c, 1000 * RSCTL_SLACK_PCT / 100 + RSCTL_SLACK_US + 1);
+	t += RSCTL_STEP_MS;
+	r2 = rsctl_rate(&c, t);
+	CHECK(r2 == r / 100 * RSCTL_DROP_PCT, "no ack, a record waiting: %llu after %llu",
+	      (unsigned long long)r2, (unsigned long long)r);
+	rsctl_pending(&c, 200);
+	use_all(&c);
+	t += RSCTL_STEP_MS;
+	CHECK(rsctl_rate(&c, t) == 2 * r2, "no ack, a record just queued: %llu",
+	      (unsigned long long)c.rate);
+	/* with acks, a record stuck far beyond the rest counts as one slow ack */
+	r = c.rate;
+	for (int k = 0; k < 10; k++)
+		rsctl_sample(&c, t, 1000);
+	rsctl_pending(&c, (1000 * RSCTL_SLACK_PCT / 100 + RSCTL_SLACK_US) * RSCTL_WORST + 1);
+	t += RSCTL_STEP_MS;
+	CHECK(rsctl_rate(&c, t) == r / 100 * RSCTL_DROP_PCT, "acks, and one record stuck: %llu",
+	      (unsigned long long)c.rate);
+	/* the step forgets it */
+	r = c.rate;
+	run(&c, &t, 1, 10, 1000);
+	CHECK(c.rate == r + r / 8, "the next step: %llu", (unsigned long long)c.rate);
+
+	/*
+	 * A resync held back by something else than its rate (the link's
+	 * queue, its reads) does not speed up, with or without acks; it
+	 * still slows down when the records wait.
+	 */
+	r = c.rate;
+	rsctl_used(&c, r / 1000 * RSCTL_STEP_MS / 2 - 1);
+	t += RSCTL_STEP_MS;
+	CHECK(rsctl_rate(&c, t) == r, "no samples, half the rate unused: %llu",
+	      (unsigned long long)c.rate);
+	for (int k = 0; k < 10; k++)
+		rsctl_sample(&c, t, 1000);
+	t += RSCTL_STEP_MS;
+	CHECK(rsctl_rate(&c, t) == r, "fast acks, the rate unused: %llu", (unsigned long long)c.rate);
+	for (int k = 0; k < 10; k++)
+		rsctl_sample(&c, t, 9000);
+	t += RSCTL_STEP_MS;
+	CHECK(rsctl_rate(&c, t) == r / 100 * RSCTL_DROP_PCT, "slow acks, the rate unused: %llu",
+	      (unsigned long long)c.rate);
+
+	/*
+	 * The base forgets what is older than RSCTL_BASE_MS, but rises by
+	 * RSCTL_BASE_RISE_PCT % per half of it at most: records slowed down
+	 * for a long while do not become the norm at once.
+	 */
+	r = rsctl_base_us(&c);
+	CHECK(r == 1000, "base before: %llu", (unsigned long long)r);
+	for (int h = 1; h <= 8; h++) {
+		t += RSCTL_BASE_MS / 2 + 1;
+		run(&c, &t, 1, 5, 3000);
+		r2 = rsctl_base_us(&c);
+		/* the older half-window still has 1000 after the first */
+		if (h <= 2)
+			CHECK(r2 == (h == 1 ? 1000 : 1000 / 100 * RSCTL_BASE_RISE_PCT),
+			      "base after %d half-windows: %llu", h, (unsigned long long)r2);
+		CHECK(r2 <= 3000 && r2 >= r, "base %llu after %llu", (unsigned long long)r2,
+		      (unsigned long long)r);
+		r = r2;
+	}
+	CHECK(r == 3000, "base after eight half-windows: %llu", (unsigned long long)r);
+	/* and falls at once */
+	run(&c, &t, 1, 1, 500);
+	CHECK(rsctl_base_us(&c) == 500, "base down: %llu", (unsigned long long)rsctl_base_us(&c));
 
 	/* resync-rate-mb caps it, also when it doubles */
 	rsctl_set_bounds(&c, 1, 10);
@@ -117,9 +193,15 @@ int main(void)
 	CHECK(rsctl_unit_sectors(&c) == (100ULL << 20) / 1000 * RSCTL_AHEAD_MS / 4096 * 8,
 	      "unit at 100 MiB/s: %u", rsctl_unit_sectors(&c));
 	CHECK(rsctl_ahead_max(&c) == (100ULL << 20) / 1000 * RSCTL_AHEAD_MS, "ahead at 100 MiB/s");
+	/* a link with 10 ms of round trip holds 10 ms of the rate more */
+	rsctl_set_rtt(&c, 10000);
+	CHECK(rsctl_ahead_max(&c) == (100ULL << 20) / 1000 * RSCTL_AHEAD_MS +
+	      (100ULL << 20) / 1000000 * 10000, "ahead at 100 MiB/s, 10 ms: %llu",
+	      (unsigned long long)rsctl_ahead_max(&c));
+	rsctl_set_rtt(&c, 0);
 	c.rate = RSCTL_RATE_MAX;
 	CHECK(rsctl_unit_sectors(&c) == RSCTL_UNIT_MAX >> 9, "unit at most 1 MiB");
-	printf("rsctl: doubles while nothing waits, grows by 1/8 within the slack, drops to %u %% when records wait, floor, cap, window: ok\n",
+	printf("rsctl: doubles while nothing waits, grows by 1/8 within the slack, drops to %u %% when records wait or one is stuck, holds when held back, floor, cap, a base that rises slowly: ok\n",
 	       RSCTL_DROP_PCT);
 	return 0;
 }

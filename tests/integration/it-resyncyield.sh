@@ -2,11 +2,13 @@
 # The resync controller (daemon/repld/rsctl.h): a resync yields to the
 # application.  A sync peer on a link paced to 100mbit (rate-limit): first
 # 4 KiB sync writes alone, then the same writes while a full sync of
-# 64 MiB runs.  The writes' p99 latency with the resync stays within 3x
-# (plus 25 ms) of the p99 without it, the resync ends at a fair part of the
+# 64 MiB runs.  The writes' p99 latency with the resync stays within 2x
+# (plus 6 ms) of the p99 without it, the resync ends at a fair part of the
 # link, and the copy is byte-equal.  Without the controller the writes
 # queue behind up to a quarter of the send queue of 1 MiB resync blocks:
-# seconds on this link.
+# seconds on this link.  With the controller of 2026-12-02 (a 100 ms
+# window's units read and queued at once, the link's queue not counted)
+# the p99 during the resync was 12.4-12.6 ms against 1.4-1.5 ms alone.
 . "$(dirname "$0")/lib.sh"
 secondary beta
 head -c 64M /dev/urandom > alpha.img
@@ -41,7 +43,7 @@ b=$(p99 sim.out)
 grep -q "peer beta: full sync of 64 MiB starts\|full sync" sim.out || fail "no full sync"
 grep -q "hold timeouts 0," sim.out || fail "a write waited for the hold timeout during the resync: $(grep operations sim.out)"
 log "sync 4 KiB writes, p99: $a us alone, $b us during the full sync; the sync took $t1 ms (the link alone: 5369 ms)"
-[ "$b" -le $((3 * a + 25000)) ] ||
+[ "$b" -le $((2 * a + 6000)) ] ||
 	fail "p99 $b us during the resync, $a us without: the resync does not yield"
 # 64 MiB at 12.5 MB/s: 5.4 s; the writes take 3.2 MB/s at most
 [ "$t1" -le 30000 ] || fail "the resync took $t1 ms on a link of 12.5 MB/s"
