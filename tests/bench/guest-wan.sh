@@ -12,7 +12,7 @@
 #    about 2:1 (fio buffer_compress_percentage=50), then incompressible
 #    ones, each without and with compress = "zstd": the rate is BURST_MB
 #    over the time until the replica has written all of it.
-# 3. resync under load, on a 1 Gbit/s link (netem rate, no delay): 4 KiB
+# 3. resync under load, on a 1 Gbit/s link (RS_LINK; netem rate, no delay): 4 KiB
 #    qd1 sync writes for LOAD_S seconds alone, then the same while a bitmap
 #    resync of RESYNC_MB runs (written while the peer was disconnected):
 #    the writes' p99 both times, and the resync's rate during the load
@@ -23,7 +23,9 @@
 #      512), LOAD_S (default 20), PARTS (default "replay zstd resync"),
 #      RING_MB (default 768: holds the replay's async run), PROFILE (1: a
 #      per-second profile of each zstd burst), DIRTY_BG_MB (default 16: the
-#      replay's vm.dirty_background_bytes in MiB; 0: the kernel's default)
+#      replay's vm.dirty_background_bytes in MiB; 0: the kernel's default),
+#      RS_RATE_MB (default 0: the controller; else the resync's fixed rate),
+#      RS_LINK (default 1gbit: the resync part's link, a tc rate)
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -38,6 +40,11 @@ LOAD_S=${LOAD_S:-20}
 PROFILE=${PROFILE:-0}
 DIRTY_BG_MB=${DIRTY_BG_MB:-16}
 PARTS=${PARTS:-replay zstd resync}
+RS_RATE_MB=${RS_RATE_MB:-0}
+RS_LINK=${RS_LINK:-1gbit}
+# a fixed resync rate instead of the controller's (to see what a rate costs)
+RS_CONF=""
+[ "$RS_RATE_MB" = 0 ] || RS_CONF="resync-rate-mb = $RS_RATE_MB; resync-min-rate-mb = $RS_RATE_MB;"
 # on the run's share: repld's logs outlive the guest (vm-work/runs/bench-wan/out)
 R=/srv/bench
 mkdir -p $R
@@ -63,6 +70,7 @@ alpha_conf() {
 	cat > $R/alpha.conf <<EOC
 resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
 ring-size-mb = $RING_MB; hold-timeout-ms = 30000; initial-sync = "skip"; state-dir = "$R/state-alpha";
+$RS_CONF
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; $1 } );
 transport = "plain-insecure";
 EOC
@@ -208,6 +216,7 @@ tc qdisc del dev lo root
 
 # p99 JSON : the write p99 completion latency of a fio result, in us
 p99() { jq '.jobs[0].write.clat_ns.percentile["99.000000"] / 1000' "$1"; }
+mean() { jq '.jobs[0].write.clat_ns.mean / 1000' "$1"; }
 # load NAME SECONDS : 4 KiB qd1 random sync writes for SECONDS in the last GiB
 # (exec: in the background, its pid is fio's)
 load() {
@@ -220,14 +229,16 @@ if has resync; then
 	zstd_on ""
 	set_mode sync sync
 	repld_caught_up durable 600
-	tc qdisc add dev lo root netem rate 1gbit limit 100000 || fail "netem 1gbit"
+	tc qdisc add dev lo root netem rate "$RS_LINK" limit 100000 || fail "netem $RS_LINK"
 	iperf3 -s -1 -D -p 5203
 	sleep 0.5
-	iperf3 -c 127.0.0.1 -p 5203 -t 8 -J > $R/iperf-1g.json || fail "iperf3 1gbit"
-	LINK1G=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-1g.json)
-	log "1gbit TCP (iperf3): $LINK1G MB/s"
+	iperf3 -c 127.0.0.1 -p 5203 -t 8 -J > $R/iperf-rs.json || fail "iperf3 $RS_LINK"
+	LINK_RS=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-rs.json)
+	log "$RS_LINK TCP (iperf3): $LINK_RS MB/s"
+	c0=$(guest_ticks)
 	(load alone "$LOAD_S") || fail "fio alone"
-	log "writes alone: p99 $(p99 $R/alone.json) us"
+	CPU_ALONE=$(echo "$c0 $(guest_ticks)" | awk '{ printf "%.0f", 100 * ($3 - $1) / ($3 - $1 + $4 - $2) }')
+	log "writes alone: p99 $(p99 $R/alone.json) us, guest CPUs $CPU_ALONE % busy"
 	# the regions of RESYNC_MB written while the peer is away, twice:
 	# more than the ring holds, so that its return is a bitmap resync
 	timeout 60 "$REPLCTL" disconnect r0 beta > /dev/null || fail "disconnect"
@@ -235,25 +246,32 @@ if has resync; then
 		--ioengine=libaio --size="${RESYNC_MB}M" --loops=2 --eta=never > /dev/null ||
 		fail "fio mark"
 	log "$((RESYNC_MB * 2)) MiB written with beta disconnected: $("$REPLCTL" status r0 | grep -a 'beta' | head -n 1)"
+	# repld's log from now on, for its "bitmap resync done" (through a
+	# fifo: tail ends when it is told, not at its next line)
+	mkfifo /run/bench-log
+	tail -n 0 -f $R/alpha.log > /run/bench-log &
+	tail_pid=$!
 	timeout 60 "$REPLCTL" connect r0 beta > /dev/null || fail "replctl connect: no answer in 60 s"
 	# the writes from the resync's start to its end (fio stops on SIGTERM
 	# and reports what it did; SIGINT is ignored by what sh starts with &)
+	c0=$(guest_ticks)
 	load during 3600 &
 	fio_pid=$!
 	t0=$(now_ms)
-	# until beta is UpToDate again (the status every 5 s to the log)
-	n=0
-	while :; do
-		sleep 1
-		n=$((n + 1))
-		st=$(timeout 20 "$REPLCTL" --json status r0) || { kill $fio_pid; fail "no status from repld"; }
-		[ $((n % 5)) -ne 0 ] || echo "$st" | jq -c -M '.peers[0] | {disk, resync: (.resync // {} | {kind, done_bytes, total_bytes, pace_bytes_per_s, record_latency_base_us, record_latency_last_us})}' >&2
-		[ "$(echo "$st" | jq -r '.peers[0].disk')" = UpToDate ] && break
-		[ $n -lt 900 ] || { kill $fio_pid; fail "the resync did not end"; }
-	done
+	# until the resync's end in repld's log, without polling: a status
+	# every second took this guest more CPU than a resync at 2 MB/s
+	timeout 900 grep -a -m 1 -q 'bitmap resync done:' < /run/bench-log ||
+		{ kill $fio_pid; fail "the resync did not end"; }
 	t1=$(now_ms)
+	CPU_DURING=$(echo "$c0 $(guest_ticks)" | awk '{ printf "%.0f", 100 * ($3 - $1) / ($3 - $1 + $4 - $2) }')
 	kill -TERM $fio_pid
 	wait $fio_pid || true
+	kill $tail_pid 2>/dev/null || true	# or gone already, of SIGPIPE
+	wait $tail_pid || true
+	"$REPLCTL" --json status r0 | jq -c -M '.peers[0] | {disk, resync}' >&2
+	[ "$(repl_st r0 timeouts)" = 0 ] || log "note: hold timeouts: $(repl_st r0 timeouts)"
+	wait_for 10 "[ \"\$(\"$REPLCTL\" --json status r0 | jq -r '.peers[0].disk')\" = UpToDate ]" ||
+		fail "beta not UpToDate after the resync"
 	[ -s $R/during.json ] || fail "fio during the resync reported nothing"
 	# fio says it was stopped by a signal before its JSON
 	sed -n '/^{/,$p' $R/during.json > $R/during.tmp && mv $R/during.tmp $R/during.json
@@ -266,7 +284,6 @@ if has resync; then
 	APP_RATE=$(jq '.jobs[0].write.bw_bytes / 1e6' $R/during.json)
 	P99_ALONE=$(p99 $R/alone.json)
 	P99_DURING=$(p99 $R/during.json)
-	[ "$(repl_st r0 timeouts)" = 0 ] || log "note: hold timeouts: $(repl_st r0 timeouts)"
 	tc qdisc del dev lo root
 fi
 
@@ -290,10 +307,11 @@ if has replay; then
 	echo "BENCH-GOAL replica equal after the replay: $REPLAY_EQ"
 fi
 if has resync; then
-	awk -v a="$P99_ALONE" -v d="$P99_DURING" -v r="$RS_RATE" -v app="$APP_RATE" -v l="$LINK1G" 'BEGIN {
-		printf "BENCH-TABLE resync under 4k qd1 sync writes, 1gbit | p99 us | resync MB/s | writes MB/s | link MB/s\n"
-		printf "BENCH-TABLE alone | %.0f | - | - | %.1f\n", a, l
-		printf "BENCH-TABLE during a bitmap resync | %.0f | %.1f | %.2f | %.1f\n", d, r, app, l
+	awk -v a="$P99_ALONE" -v d="$P99_DURING" -v r="$RS_RATE" -v app="$APP_RATE" -v l="$LINK_RS" -v link="$RS_LINK" \
+		-v ca="$CPU_ALONE" -v cd="$CPU_DURING" -v ma="$(mean $R/alone.json)" -v md="$(mean $R/during.json)" 'BEGIN {
+		printf "BENCH-TABLE resync under 4k qd1 sync writes, %s | mean us | p99 us | resync MB/s | writes MB/s | link MB/s | guest CPU busy %%\n", link
+		printf "BENCH-TABLE alone | %.0f | %.0f | - | - | %.1f | %s\n", ma, a, l, ca
+		printf "BENCH-TABLE during a bitmap resync | %.0f | %.0f | %.1f | %.2f | %.1f | %s\n", md, d, r, app, l, cd
 		printf "BENCH-GOAL resync under load: writes p99 %.2f x alone [goal <= 1.3]; resync %.2f x what the writes leave of the link [goal >= 0.8]\n", d / a, r / (l - app)
 	}'
 fi
