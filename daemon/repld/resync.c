@@ -644,15 +644,18 @@ int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace
 		}
 		if (u->state != U_FREE)
 			busy = true;
-		if (u->state == U_WAIT_LOCAL || u->state == U_READING || u->state == U_WAIT_HASH)
+		/* with hashes only the blocks that differ go out, and
+		 * a verify sends none: their units are not ahead */
+		if (!rs->hashes && (u->state == U_WAIT_LOCAL || u->state == U_READING))
 			reading += (uint64_t)u->nr_sectors << 9;
 	}
 
 	/*
 	 * New units: records go first.  A unit starts only while the send
 	 * queue is at most a quarter full and what is ahead of the next
-	 * record -- queued, unsent, and the units still being read, which
-	 * are queued the moment their read is in -- is within
+	 * record -- queued, in the socket or on the link, and the units
+	 * still being read, which are queued the moment their read is in
+	 * (without hashes: whole) -- is within
 	 * pace->ahead_max.  The rate is a token bucket that holds at most
 	 * one unit or ahead_max, so units go out evenly rather than in a
 	 * burst per interval.
@@ -721,7 +724,8 @@ int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace
 		u->sector = sector;
 		u->nr_sectors = nr;
 		rs->tokens -= (int64_t)nr << 9;
-		reading += (uint64_t)nr << 9;
+		if (!rs->hashes)
+			reading += (uint64_t)nr << 9;
 		pace->started += (uint64_t)nr << 9;
 		u->L = stream_pos;
 		u->tainted = u->read_done = u->hash_done = u->read_failed = false;
