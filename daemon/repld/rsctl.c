@@ -14,17 +14,23 @@ void rsctl_init(struct rsctl *c, uint64_t now_ms)
 	c->step_ms = now_ms;
 }
 
+/* A new step: what the last one saw goes. */
+static void rsctl_step_clear(struct rsctl *c)
+{
+	c->step_sum_us = 0;
+	c->step_max_us = 0;
+	c->step_samples = 0;
+	c->step_pending_us = 0;
+	c->step_used = 0;
+}
+
 void rsctl_restart(struct rsctl *c, uint64_t now_ms)
 {
 	c->rate = c->cap && c->cap < RSCTL_RATE_START ? c->cap : RSCTL_RATE_START;
 	if (c->rate < c->floor)
 		c->rate = c->floor;
 	c->step_ms = now_ms;
-	c->step_sum_us = 0;
-	c->step_max_us = 0;
-	c->step_samples = 0;
-	c->step_pending_us = 0;
-	c->step_used = 0;
+	rsctl_step_clear(c);
 }
 
 void rsctl_set_bounds(struct rsctl *c, unsigned int min_mb, unsigned int cap_mb)
@@ -96,11 +102,7 @@ static void rsctl_step(struct rsctl *c)
 		c->rate = c->floor;
 	if (c->step_samples)
 		c->last_mean_us = c->step_sum_us / c->step_samples;
-	c->step_sum_us = 0;
-	c->step_max_us = 0;
-	c->step_samples = 0;
-	c->step_pending_us = 0;
-	c->step_used = 0;
+	rsctl_step_clear(c);
 }
 
 void rsctl_used(struct rsctl *c, uint64_t bytes)

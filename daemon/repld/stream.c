@@ -38,6 +38,14 @@
 #include "ring.h"
 #include "tcpinfo.h"
 
+/* When record seq was queued to the peer, in us; 0: not among the last STREAM_LAT_RING. */
+static uint64_t stream_queued_at_us(const struct replica *rp, uint64_t seq)
+{
+	const struct stream_lat *l = &rp->lat[seq % STREAM_LAT_RING];
+
+	return l->seq == seq ? l->t_us : 0;
+}
+
 /* The peer counts for the target's sync mode (sync or semi-sync, not down by the admin). */
 static bool stream_counts_for_sync(const struct replica *rp)
 {
@@ -698,14 +706,13 @@ static bool stream_gap_unsent(struct replica *rp)
  */
 static uint64_t stream_oldest_wait_us(const struct replica *rp)
 {
-	uint64_t s = rp->mode == MODE_SYNC ? rp->written : rp->received, now;
-	const struct stream_lat *l;
+	uint64_t s = rp->mode == MODE_SYNC ? rp->written : rp->received, t, now;
 
 	if (s >= rp->cursor)
 		return 0;
-	l = &rp->lat[s % STREAM_LAT_RING];
+	t = stream_queued_at_us(rp, s);
 	now = loop_now_ns() / 1000;
-	return l->seq == s && l->t_us && now > l->t_us ? now - l->t_us : 0;
+	return t && now > t ? now - t : 0;
 }
 
 /* Drive the peer's pass; a verify's result and a failure end it here. */
@@ -808,10 +815,10 @@ bool stream_ack(struct replica *rp, uint64_t received, uint64_t written, uint64_
 	 * controller: written for a sync peer, received otherwise */
 	if ((rp->mode == MODE_SYNC ? written > rp->written : received > rp->received)) {
 		uint64_t s = (rp->mode == MODE_SYNC ? written : received) - 1, now = loop_now_ns() / 1000;
-		const struct stream_lat *l = &rp->lat[s % STREAM_LAT_RING];
+		uint64_t t = stream_queued_at_us(rp, s);
 
-		if (l->seq == s && l->t_us && now >= l->t_us)
-			rsctl_sample(&rp->rsc, loop_now_ms(), now - l->t_us);
+		if (t && now >= t)
+			rsctl_sample(&rp->rsc, loop_now_ms(), now - t);
 	}
 	rp->received = received;
 	rp->written = written;

@@ -84,7 +84,7 @@ run() {
 			--eta=never --output-format=json --output="$R/$1-$_i.json" > /dev/null ||
 			fail "fio $1"
 		jq '.jobs[0].write.bw_bytes / 1e6' "$R/$1-$_i.json" >> "$R/$1"
-		echo "$_c0 $(guest_ticks)" | awk '{ printf "%.0f\n", 100 * ($3 - $1) / ($3 + $4 - $1 - $2) }' >> "$R/$1.cpu"
+		busy_since "$_c0" >> "$R/$1.cpu"
 		_i=$((_i + 1))
 	done
 	log "$1: $(tr '\n' ' ' < "$R/$1")MB/s, guest CPUs $(tr '\n' ' ' < "$R/$1.cpu")% busy"

@@ -237,7 +237,7 @@ if has resync; then
 	log "$RS_LINK TCP (iperf3): $LINK_RS MB/s"
 	c0=$(guest_ticks)
 	(load alone "$LOAD_S") || fail "fio alone"
-	CPU_ALONE=$(echo "$c0 $(guest_ticks)" | awk '{ printf "%.0f", 100 * ($3 - $1) / ($3 - $1 + $4 - $2) }')
+	CPU_ALONE=$(busy_since "$c0")
 	log "writes alone: p99 $(p99 $R/alone.json) us, guest CPUs $CPU_ALONE % busy"
 	# the regions of RESYNC_MB written while the peer is away, twice:
 	# more than the ring holds, so that its return is a bitmap resync
@@ -263,12 +263,11 @@ if has resync; then
 	timeout 900 grep -a -m 1 -q 'bitmap resync done:' < /run/bench-log ||
 		{ kill $fio_pid; fail "the resync did not end"; }
 	t1=$(now_ms)
-	CPU_DURING=$(echo "$c0 $(guest_ticks)" | awk '{ printf "%.0f", 100 * ($3 - $1) / ($3 - $1 + $4 - $2) }')
+	CPU_DURING=$(busy_since "$c0")
 	kill -TERM $fio_pid
 	wait $fio_pid || true
 	kill $tail_pid 2>/dev/null || true	# or gone already, of SIGPIPE
 	wait $tail_pid || true
-	"$REPLCTL" --json status r0 | jq -c -M '.peers[0] | {disk, resync}' >&2
 	[ "$(repl_st r0 timeouts)" = 0 ] || log "note: hold timeouts: $(repl_st r0 timeouts)"
 	wait_for 10 "[ \"\$(\"$REPLCTL\" --json status r0 | jq -r '.peers[0].disk')\" = UpToDate ]" ||
 		fail "beta not UpToDate after the resync"

@@ -79,6 +79,11 @@ replicas_equal() {
 guest_ticks() {
 	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat
 }
+# busy_since TICKS : how busy the guest's CPUs were, in %, since TICKS (a
+# guest_ticks of before)
+busy_since() {
+	echo "$1 $(guest_ticks)" | awk '{ printf "%.0f\n", 100 * ($3 - $1) / ($3 - $1 + $4 - $2) }'
+}
 
 # cpu_ticks PID : user+system clock ticks a process used so far
 cpu_ticks() {
