@@ -885,6 +885,7 @@ static const struct mfam mfams[] = {
 	{ "dmrepl_peer_lag_bytes", "gauge", "Bytes of records not yet received by the peer" },
 	{ "dmrepl_peer_sent_bytes_total", "counter", "Bytes sent to the peer" },
 	{ "dmrepl_peer_sent_records_total", "counter", "Records sent to the peer" },
+	{ "dmrepl_peer_acks_total", "counter", "Acknowledgments received from the peer" },
 	{ "dmrepl_peer_connects_total", "counter", "Connections to the peer made" },
 	{ "dmrepl_peer_resyncs_total", "counter", "Resyncs of the peer completed" },
 	{ "dmrepl_peer_pulled_ahead_total", "counter", "Times the async peer was pulled ahead" },
@@ -999,6 +1000,7 @@ static void metrics_resource(struct mout *o, const char *res, const char *sock)
 			M(o, "dmrepl_peer_lag_bytes", lp, ju64(p, "lag_bytes"));
 			M(o, "dmrepl_peer_sent_bytes_total", lp, ju64(p, "bytes_sent"));
 			M(o, "dmrepl_peer_sent_records_total", lp, ju64(p, "records_sent"));
+			M(o, "dmrepl_peer_acks_total", lp, ju64(p, "acks_received"));
 			M(o, "dmrepl_peer_connects_total", lp, ju64(p, "connects"));
 			M(o, "dmrepl_peer_resyncs_total", lp, ju64(p, "resyncs_done"));
 			M(o, "dmrepl_peer_pulled_ahead_total", lp, ju64(p, "pulled_ahead"));

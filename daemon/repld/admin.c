@@ -332,6 +332,7 @@ void admin_status(struct primary *pri, struct json_object *o)
 			ri.prod_seq > from ? ri.prod_seq - from : 0));
 		json_object_object_add(po, "lag_bytes", json_object_new_uint64(lag_bytes));
 		json_object_object_add(po, "records_sent", json_object_new_uint64(p->records_sent));
+		json_object_object_add(po, "acks_received", json_object_new_uint64(p->acks_received));
 		json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
 		json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
 		json_object_object_add(po, "compress", peer_zstats_json(

@@ -114,6 +114,7 @@ struct peer {
 	bool no_splice;			/* splicing failed once: copy instead */
 
 	uint64_t records_sent, bytes_sent, connects;
+	uint64_t acks_received;		/* Ack frames from the peer */
 	uint64_t queued_bytes;		/* headers and payloads in the queue */
 	char last_error[1024];
 

@@ -91,6 +91,8 @@ static void primary_peer_frame(struct peer *p, const struct wire_msg *msg)
 			peer_close(p, "Ack before the handshake");
 		else if (!stream_ack(rp, f->ack->received, f->ack->written, f->ack->durable))
 			peer_close(p, "invalid acknowledgment");
+		else
+			p->acks_received++;
 		break;
 	case DMREPL__V1__FRAME__MSG_KEEPALIVE:
 		break;

@@ -480,6 +480,15 @@ static void conn_send_ack(struct secondary *s)
 	if (p.received == c->acked.received && p.written == c->acked.written &&
 	    p.durable == c->acked.durable)
 		return;
+	/*
+	 * A sync peer's primary waits for written alone: an Ack that moves
+	 * only received would cost a packet here and a wake-up there for
+	 * nothing.  The writes in flight carry it when they complete
+	 * (secondary_apply_event), as DRBD's protocol C acks a write once.
+	 */
+	if (c->mode == MODE_SYNC && p.written == c->acked.written &&
+	    p.durable == c->acked.durable && p.written < p.received)
+		return;
 	b = conn_out_space(c, 64);
 	if (!b)
 		return;		/* output full: a later Ack carries it */

@@ -30,7 +30,8 @@ R='resource="r0"' P='resource="r0",peer="beta"'
 [ "$(val m.txt dmrepl_device_size_bytes "$R")" = "$(($(jq .target.device_sectors st1.json) * 512))" ] ||
 	fail "device size"
 [ "$(val m.txt dmrepl_peer_connects_total "$P")" = "$(jq .peers[0].connects st1.json)" ] || fail "connects"
-for m in dmrepl_peer_sent_bytes_total:bytes_sent dmrepl_peer_sent_records_total:records_sent; do
+for m in dmrepl_peer_sent_bytes_total:bytes_sent dmrepl_peer_sent_records_total:records_sent \
+	dmrepl_peer_acks_total:acks_received; do
 	v=$(val m.txt "${m%%:*}" "$P") a=$(jq ".peers[0].${m#*:}" st0.json) b=$(jq ".peers[0].${m#*:}" st1.json)
 	[ "$v" -ge "$a" ] && [ "$v" -le "$b" ] && [ "$b" -gt 0 ] ||
 		fail "${m%%:*} $v not between the status before ($a) and after ($b)"
