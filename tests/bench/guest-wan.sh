@@ -93,18 +93,31 @@ rate() { awk -v b="$1" -v t="$2" 'BEGIN { printf "%.2f", b * 1.048576 / t * 1000
 # ---- DRBD 8.4: resource a (vdc, primary, /dev/drbd10) <-> b (vdd)
 drbd_up $R
 
-# tio NAME DEV THREADS : TOTAL_MB of sequential 4 KiB buffered writes over
-# THREADS threads, fsync at the end; prints MB/s over the wall clock
+# tio NAME DEV THREADS ["PRIMARY PIDS" "SECONDARY PIDS"] : TOTAL_MB of
+# sequential 4 KiB buffered writes over THREADS threads, fsync at the end;
+# prints MB/s over the wall clock, and appends to $R/replay-cpu
+# "NAME busy primary secondary": the clock ticks (USER_HZ) the guest's
+# CPUs were busy during the run, and those the replication's processes or
+# threads on each side took of them
 tio() {
 	_per=$((TOTAL_MB / $3))
 	sync
 	echo 3 > /proc/sys/vm/drop_caches
+	_c0=$(guest_ticks); _p0=$(pids_ticks "${4:-}"); _s0=$(pids_ticks "${5:-}")
 	_t0=$(now_ms)
 	fio --name="$1" --filename="$2" --rw=write --bs=4k --ioengine=psync --direct=0 \
 		--numjobs="$3" --size="${_per}M" --offset_increment="${_per}M" --end_fsync=1 \
 		--group_reporting --randrepeat=0 --eta=never --output-format=json \
 		--output="$R/$1.json" > /dev/null || fail "fio $1"
-	rate "$TOTAL_MB" $(($(now_ms) - _t0))
+	_ms=$(($(now_ms) - _t0))
+	echo "$1 $(($(guest_ticks | cut -d' ' -f1) - ${_c0%% *})) $(($(pids_ticks "${4:-}") - _p0))" \
+		"$(($(pids_ticks "${5:-}") - _s0))" >> $R/replay-cpu
+	rate "$TOTAL_MB" "$_ms"
+}
+# pids_ticks "PID..." : user+system clock ticks these processes used so far
+pids_ticks() {
+	# shellcheck disable=SC2086 # a list of pids
+	for _p in $1; do cpu_ticks "$_p"; done | awk '{ s += $1 } END { print s + 0 }'
 }
 
 if has replay; then
@@ -116,21 +129,23 @@ if has replay; then
 		echo $((DIRTY_BG_MB << 20)) > /proc/sys/vm/dirty_background_bytes
 		log "vm.dirty_background_bytes: $((DIRTY_BG_MB << 20))"
 	fi
+	drbd_a=$(pgrep -x 'drbd_[a-z]*_a' | tr '\n' ' ')
+	drbd_b=$(pgrep -x 'drbd_[a-z]*_b' | tr '\n' ' ')
 	for t in 1 2 4 8; do
 		log "threads $t"
 		echo "raw $t $(tio raw-$t /dev/vda "$t")" >> $R/replay
 		set_mode sync sync
 		to=$(repl_st r0 timeouts)
-		echo "replS $t $(tio replS-$t /dev/mapper/r0 "$t")" >> $R/replay
+		echo "replS $t $(tio replS-$t /dev/mapper/r0 "$t" "$ALPHA" "$BETA")" >> $R/replay
 		[ "$(repl_st r0 timeouts)" = "$to" ] || echo "degraded $t" >> $R/replay
 		set_mode async async
 		repld_caught_up durable 600
-		echo "replA $t $(tio replA-$t /dev/mapper/r0 "$t")" >> $R/replay
+		echo "replA $t $(tio replA-$t /dev/mapper/r0 "$t" "$ALPHA" "$BETA")" >> $R/replay
 		repld_caught_up durable 600
 		drbd_proto C
-		echo "drbdC $t $(tio drbdC-$t /dev/drbd10 "$t")" >> $R/replay
+		echo "drbdC $t $(tio drbdC-$t /dev/drbd10 "$t" "$drbd_a" "$drbd_b")" >> $R/replay
 		drbd_proto A
-		echo "drbdA $t $(tio drbdA-$t /dev/drbd10 "$t")" >> $R/replay
+		echo "drbdA $t $(tio drbdA-$t /dev/drbd10 "$t" "$drbd_a" "$drbd_b")" >> $R/replay
 		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
 	done
 	repld_caught_up written 600
@@ -304,6 +319,10 @@ if has replay; then
 		}'
 	done
 	echo "BENCH-GOAL replica equal after the replay: $REPLAY_EQ"
+	# where the CPU went during each run (the async run's replication goes
+	# on after fio ends: only what it took during the run is counted)
+	echo "BENCH-TABLE run | guest CPU-s busy | primary's replication | secondary's | the rest (fio, writeback, interrupts)"
+	awk '{ printf "BENCH-TABLE %s | %.2f | %.2f | %.2f | %.2f\n", $1, $2 / 100, $3 / 100, $4 / 100, ($2 - $3 - $4) / 100 }' $R/replay-cpu
 fi
 if has resync; then
 	awk -v a="$P99_ALONE" -v d="$P99_DURING" -v r="$RS_RATE" -v app="$APP_RATE" -v l="$LINK_RS" -v link="$RS_LINK" \
