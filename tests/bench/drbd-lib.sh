@@ -35,6 +35,12 @@ drbd_proto() {
 	{ $A net-options --protocol="$1" a && $A net-options --protocol="$1" b; } || fail "drbd protocol $1"
 }
 
+# drbd_threads a|b : the pids of that resource's kernel threads (drbd_w_a,
+# drbd_r_a, drbd_a_a, drbd_as_a...), space-separated
+drbd_threads() {
+	pgrep -x "drbd_[a-z]*_$1" | tr '\n' ' '
+}
+
 # drbd_down : both resources down
 drbd_down() {
 	$A secondary a

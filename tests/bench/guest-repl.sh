@@ -146,23 +146,17 @@ done
 # ---- CPU per GiB shipped: 1 MiB qd8 writes, raw / repl sync / DRBD C
 # busy : the guest's busy clock ticks so far (all CPUs; no idle, iowait)
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-# ticks PID... : user+system ticks of these processes (all their threads)
-ticks() {
-	for _p in "$@"; do awk '{ print $14 + $15 }' "/proc/$_p/stat"; done | awk '{ s += $1 } END { print s + 0 }'
-}
 # cpu LABEL DEV "PRIMARY PIDS" "SECONDARY PIDS" : one run, appended to
 # $R/cpu.LABEL as "GiB guest-ticks primary-ticks secondary-ticks"
 cpu() {
-	# shellcheck disable=SC2086 # a list of pids
-	_b0=$(busy); _p0=$(ticks $3); _s0=$(ticks $4)
+	_b0=$(busy); _p0=$(pids_ticks "$3"); _s0=$(pids_ticks "$4")
 	stream "cpu-$1" "$2" "$RUNTIME"
-	# shellcheck disable=SC2086
-	_b1=$(busy); _p1=$(ticks $3); _s1=$(ticks $4)
+	_b1=$(busy); _p1=$(pids_ticks "$3"); _s1=$(pids_ticks "$4")
 	echo "$(jq '.jobs[0].write.io_bytes / 1073741824' "$R/cpu-$1.json") $((_b1 - _b0)) $((_p1 - _p0)) $((_s1 - _s0))" >> "$R/cpu.$1"
 }
 if [ "${CPU:-1}" = 1 ]; then
-	drbd_primary=$(pgrep -x 'drbd_[a-z]*_a' | tr '\n' ' ')
-	drbd_secondary=$(pgrep -x 'drbd_[a-z]*_b' | tr '\n' ' ')
+	drbd_primary=$(drbd_threads a)
+	drbd_secondary=$(drbd_threads b)
 	log "DRBD threads: primary $(ps -o comm= -p "${drbd_primary% }" | tr '\n' ' '); secondary $(ps -o comm= -p "${drbd_secondary% }" | tr '\n' ' ')"
 	set_mode sync sync
 	drbd_proto C

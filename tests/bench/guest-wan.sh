@@ -114,11 +114,6 @@ tio() {
 		"$(($(pids_ticks "${5:-}") - _s0))" >> $R/replay-cpu
 	rate "$TOTAL_MB" "$_ms"
 }
-# pids_ticks "PID..." : user+system clock ticks these processes used so far
-pids_ticks() {
-	# shellcheck disable=SC2086 # a list of pids
-	for _p in $1; do cpu_ticks "$_p"; done | awk '{ s += $1 } END { print s + 0 }'
-}
 
 if has replay; then
 	# Writeback starts once DIRTY_BG_MB are dirty, as an administrator
@@ -129,8 +124,8 @@ if has replay; then
 		echo $((DIRTY_BG_MB << 20)) > /proc/sys/vm/dirty_background_bytes
 		log "vm.dirty_background_bytes: $((DIRTY_BG_MB << 20))"
 	fi
-	drbd_a=$(pgrep -x 'drbd_[a-z]*_a' | tr '\n' ' ')
-	drbd_b=$(pgrep -x 'drbd_[a-z]*_b' | tr '\n' ' ')
+	drbd_a=$(drbd_threads a)
+	drbd_b=$(drbd_threads b)
 	for t in 1 2 4 8; do
 		log "threads $t"
 		echo "raw $t $(tio raw-$t /dev/vda "$t")" >> $R/replay

@@ -89,6 +89,11 @@ busy_since() {
 cpu_ticks() {
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
 }
+# pids_ticks "PID..." : the same summed over a list of processes (0 for none)
+pids_ticks() {
+	# shellcheck disable=SC2086 # a list of pids
+	for _p in $1; do cpu_ticks "$_p"; done | awk '{ s += $1 } END { print s + 0 }'
+}
 
 # assert_idle PID NAME : an idle daemon must sleep, not spin (< 10% of 3 s)
 assert_idle() {
