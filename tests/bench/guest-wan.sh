@@ -127,6 +127,22 @@ tio() {
 	echo "$(rate "$TOTAL_MB" "$_io") $(rate "$TOTAL_MB" "$_ms")"
 }
 
+# peer_in_sync FIELD : beta UpToDate and its FIELD (written, durable)
+# caught up with the ring.  An async run that leaves the peer more than
+# half the ring behind pulls it ahead, and a bitmap resync brings it back:
+# without this wait that resync ran on under the next runs, and the
+# replay's copies were compared before it ended.  Polled every 2 s: a
+# replctl and a jq cost this guest a tenth of a second of CPU each time.
+peer_in_sync() {
+	_n=0
+	until [ "$("$REPLCTL" --json status r0 | jq -r '.peers[0].disk')" = UpToDate ]; do
+		_n=$((_n + 1))
+		[ $_n -le 450 ] || fail "beta not UpToDate after 900 s"
+		sleep 2
+	done
+	repld_caught_up "$1" 600
+}
+
 if has replay; then
 	# Writeback starts once DIRTY_BG_MB are dirty, as an administrator
 	# sets it for a device replicated over a slow link (the kernel's
@@ -148,14 +164,14 @@ if has replay; then
 		set_mode async async
 		repld_caught_up durable 600
 		echo "replA $t $(tio replA-$t /dev/mapper/r0 "$t" "$ALPHA" "$BETA")" >> $R/replay
-		repld_caught_up durable 600
+		peer_in_sync durable
 		drbd_proto C
 		echo "drbdC $t $(tio drbdC-$t /dev/drbd10 "$t" "$drbd_a" "$drbd_b")" >> $R/replay
 		drbd_proto A
 		echo "drbdA $t $(tio drbdA-$t /dev/drbd10 "$t" "$drbd_a" "$drbd_b")" >> $R/replay
 		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
 	done
-	repld_caught_up written 600
+	peer_in_sync written
 	blockdev --flushbufs /dev/vda /dev/vdb
 	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then REPLAY_EQ=yes; else REPLAY_EQ=NO; fi
 fi
