@@ -7,8 +7,9 @@
 #    is TOTAL_MB over fio's clock, from the first write to the end of the
 #    fsync (and over the wall clock beside it, see tio()): the raw disk,
 #    dm-repl sync and async (a ring that holds the whole run), DRBD 8.4
-#    protocol C and A, and the link's own TCP rate (iperf3).  The sync runs must not hit the
-#    hold timeout (the target never degraded), and the replica ends equal.
+#    protocol C and A, and the link's own TCP rate (iperf3).  The sync
+#    runs must not hit the hold timeout (the target never degraded), and
+#    the replica ends equal.
 # 2. zstd: an async burst of BURST_MB of 1 MiB writes whose blocks compress
 #    about 2:1 (fio buffer_compress_percentage=50), then incompressible
 #    ones, each without and with compress = "zstd": the rate is BURST_MB
