@@ -136,7 +136,7 @@ tio() {
 # replctl and a jq cost this guest a tenth of a second of CPU each time.
 peer_in_sync() {
 	_n=0
-	until [ "$("$REPLCTL" --json status r0 | jq -r '.peers[0].disk')" = UpToDate ]; do
+	until [ "$(repld_json '.peers[0].disk')" = UpToDate ]; do
 		_n=$((_n + 1))
 		[ $_n -le 450 ] || fail "beta not UpToDate after 900 s"
 		sleep 2
@@ -315,7 +315,7 @@ if has resync; then
 		kill $_tail 2>/dev/null || true	# or gone already, of SIGPIPE
 		wait $_tail || true
 		[ "$(repl_st r0 timeouts)" = 0 ] || log "note: hold timeouts: $(repl_st r0 timeouts)"
-		wait_for 10 "[ \"\$(\"$REPLCTL\" --json status r0 | jq -r '.peers[0].disk')\" = UpToDate ]" ||
+		wait_for 10 "[ \"\$(repld_json '.peers[0].disk')\" = UpToDate ]" ||
 			fail "beta not UpToDate after the resync"
 		if [ -n "$_fio" ]; then
 			[ -s "$R/$2.json" ] || fail "fio during the resync reported nothing"
@@ -359,15 +359,17 @@ dmsetup remove r0
 # ---- report
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 if has replay; then
-	# $R/replay: "SETUP THREADS MB/s-over-fio's-clock MB/s-over-the-wall-clock"
+	# $R/replay: "SETUP THREADS MB/s-over-fio's-clock MB/s-over-the-wall-clock";
+	# v SETUP : column $col of SETUP's line for $t threads
+	v() { awk -v s="$1" -v t="$t" -v c="$col" '$1 == s && $2 == t { print $c }' $R/replay; }
+	col=4
 	echo "BENCH-TABLE threads, MB/s over the wall clock (fio's start included) | raw | repl sync | repl async | DRBD C | DRBD A"
 	for t in 1 2 4 8; do
-		v() { awk -v s="$1" -v t="$t" '$1 == s && $2 == t { print $4 }' $R/replay; }
 		echo "BENCH-TABLE $t | $(v raw) | $(v replS) | $(v replA) | $(v drbdC) | $(v drbdA)"
 	done
+	col=3
 	echo "BENCH-TABLE threads, MB/s over fio's clock | raw | repl sync | repl async | DRBD C | DRBD A | link TCP"
 	for t in 1 2 4 8; do
-		v() { awk -v s="$1" -v t="$t" '$1 == s && $2 == t { print $3 }' $R/replay; }
 		echo "BENCH-TABLE $t | $(v raw) | $(v replS) | $(v replA) | $(v drbdC) | $(v drbdA) | $LINK"
 		awk -v t="$t" -v raw="$(v raw)" -v s="$(v replS)" -v a="$(v replA)" -v l="$LINK" \
 			-v deg="$(grep -c "^degraded $t\$" $R/replay)" 'BEGIN {
