@@ -49,8 +49,7 @@ declare -A NODE=([a]=alpha [b]=beta)
 exec {slock}> "$BUILD/system.lock"
 flock "$slock"
 "$SRC/tests/system/mkimage.sh" "$BUILD/system/image" || fail "the guest image could not be built"
-DEB_BUILD_OPTIONS=nocheck "$SRC/packaging/build-deb.sh" "$BUILD/system/deb" > "$BUILD/system/deb.log" 2>&1 ||
-	{ tail -n 30 "$BUILD/system/deb.log"; fail "the packages could not be built"; }
+"$SRC/tests/system/debs.sh" "$BUILD/system/deb" > /dev/null || fail "the packages could not be built"
 exec {slock}>&-
 PAIR_SYSIMG=$BUILD/system/image
 PAY=$RUN/payload
