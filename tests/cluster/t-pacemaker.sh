@@ -130,16 +130,23 @@ grun a online 'wait_for 300 online || { crm_mon -1; fail "the nodes are not both
 # agent starts as a secondary), the file system and the application.  pcs
 # for the clone, as ocf_dm-repl_repl(7) shows it, and to push the update;
 # the rest with Pacemaker's own tools on the CIB file (CIB_file), as each
-# pcs command takes half a minute in the emulated guest.
+# pcs command takes half a minute in the emulated guest.  Operations get
+# 60-120 s instead of the default 20: Pacemaker runs "systemctl
+# daemon-reload" for every start and stop of a systemd resource (stamp),
+# which took 5-22 s in the one-vCPU guest, and systemd answers nothing
+# meanwhile; a stop that times out is a failed stop, and gets its node
+# fenced.
 grun a resources '
 	cibadmin --query > /tmp/cib.xml
 	pcs -f /tmp/cib.xml resource create r0 ocf:dm-repl:repl resource=r0 \
-		op monitor interval=10s role=Promoted op monitor interval=20s role=Unpromoted \
+		op monitor interval=10s role=Promoted timeout=60s \
+		op monitor interval=20s role=Unpromoted timeout=60s op notify timeout=60s \
 		promotable promoted-max=1 promoted-node-max=1 clone-max=2 clone-node-max=1 notify=true
 	export CIB_file=/tmp/cib.xml
 	crm_attribute --type crm_config --name stonith-enabled --update true
 	crm_attribute --type crm_config --name stonith-action --update off
 	crm_attribute --type rsc_defaults --name resource-stickiness --update 100
+	crm_attribute --type op_defaults --name timeout --update 120s
 	cibadmin --create --scope resources --xml-text "<primitive id=\"power\" class=\"stonith\" type=\"fence_dmrepl_host\">
 		<instance_attributes id=\"power-ia\">
 		<nvpair id=\"power-list\" name=\"pcmk_host_list\" value=\"alpha beta\"/>
