@@ -72,9 +72,8 @@ else
 	# those suites take.  A failure is not counted here: the suites try
 	# again and report it.
 	echo "=== the system suites' image and packages"
-	# shellcheck disable=SC2016 # $1 and $2 are sh -c's
-	flock "$B/system.lock" sh -c '"$1/tests/system/mkimage.sh" "$2/system/image" &&
-		"$1/tests/system/debs.sh" "$2/system/deb"' sh "$SRC" "$B" ||
+	{ flock "$B/system.lock" "$SRC/tests/system/mkimage.sh" "$B/system/image" &&
+		flock "$B/system.lock" "$SRC/tests/system/debs.sh" "$B/system/deb"; } ||
 		echo "=== not ready: the system suite builds them"
 	echo "=== guest suites: waiting for them"
 	wait "$gpid" || rc=1
