@@ -2,7 +2,8 @@
 # Benchmark (not a test): what one slow async peer costs the application.
 # Runs tests/vm/t-slowpeer.sh with more rounds and its p99 goal checked:
 # 4 KiB qd1 random writes with a sync peer and an async peer whose link is
-# free or shaped to 4 Mbit/s, alternating; the median over the rounds of
+# free or shaped (to a quarter of the slowest round's write rate, or to
+# SLOWPEER_RATE), alternating; the median over the rounds of
 # the p99 write latency, shaped / free, must be within SLOWPEER_P99_MAX
 # (1.20).  Run it alone on the machine: the ratio is a timing.  About 4
 # minutes with the default 5 rounds.
