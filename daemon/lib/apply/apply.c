@@ -100,6 +100,8 @@ struct apply {
 	uint32_t block_sectors;
 	unsigned int depth;
 	uint64_t checkpoint_ns;
+	uint64_t checkpoint_records;	/* 0: no bound */
+	uint64_t checkpoint_bytes;	/* 0: no bound */
 	uint64_t max_charge;
 	int error;			/* sticky */
 
@@ -123,6 +125,8 @@ struct apply {
 	bool sync_now;			/* apply_drain(): do not wait for the timer */
 	bool no_dsync;			/* RWF_DSYNC refused */
 	uint64_t last_sync_ns;
+	uint64_t synced_seq;		/* records below were written at the last fdatasync */
+	uint64_t synced_bytes;		/* stats.bytes then */
 	unsigned int in_flight;
 	uint64_t charge;
 	struct apply_buf *spare[APPLY_SPARE_CLASSES];	/* by size class */
@@ -330,10 +334,29 @@ static bool apply_sync_wanted(const struct apply *a)
 	return a->fua_wait || apply_written(a) > a->durable;
 }
 
+/* The last fdatasync is checkpoint_records records or checkpoint_bytes behind. */
+static bool apply_sync_bound(const struct apply *a)
+{
+	uint64_t written = apply_written(a);
+
+	if (a->checkpoint_records && written > a->synced_seq &&
+	    written - a->synced_seq >= a->checkpoint_records)
+		return true;
+	return a->checkpoint_bytes &&
+	       a->stats.bytes - a->synced_bytes >= a->checkpoint_bytes;
+}
+
 static bool apply_sync_due(const struct apply *a, uint64_t now)
 {
 	return a->fua_wait || a->sync_now ||
-	       now - a->last_sync_ns >= a->checkpoint_ns;
+	       now - a->last_sync_ns >= a->checkpoint_ns || apply_sync_bound(a);
+}
+
+static void apply_sync_mark(struct apply *a, uint64_t upto, uint64_t now)
+{
+	a->last_sync_ns = now;
+	a->synced_seq = upto;
+	a->synced_bytes = a->stats.bytes;
 }
 
 static void apply_req_prep(struct apply *a, struct apply_req *req)
@@ -427,7 +450,7 @@ static void apply_issue(struct apply *a)
 	    a->head == a->barrier) {
 		apply_req_prep(a, a->barrier);
 		a->batch[n++] = &a->barrier->io;
-		a->last_sync_ns = now;
+		apply_sync_mark(a, a->barrier->rec.seq, now);
 	}
 	/* a checkpoint, not a barrier (not needed if the barrier just went) */
 	if ((unsigned int)n < room && apply_sync_wanted(a) &&
@@ -440,7 +463,7 @@ static void apply_issue(struct apply *a)
 		a->sync.covered = a->fua_wait;
 		a->fua_wait = NULL;
 		a->batch[n++] = &a->sync.io;
-		a->last_sync_ns = now;
+		apply_sync_mark(a, a->sync.upto, now);
 	}
 	while ((unsigned int)n < room && a->ready_head) {
 		struct apply_req *req = a->ready_head;
@@ -614,6 +637,8 @@ int apply_new_backend(struct apply_backend *be, uint64_t dev_sectors,
 	a->block_sectors = block_size >> 9;
 	a->depth = c.queue_depth;
 	a->checkpoint_ns = (uint64_t)c.checkpoint_ms * 1000000ULL;
+	a->checkpoint_records = c.checkpoint_records;
+	a->checkpoint_bytes = c.checkpoint_bytes;
 	a->max_charge = c.max_buffer_bytes;
 	apply_map_init(&a->map, 0x9e3779b97f4a7c15ULL ^ (uintptr_t)a);
 	a->last_sync_ns = apply_now_ns();
@@ -675,6 +700,8 @@ int apply_set_seq(struct apply *a, uint64_t seq)
 		return -EINVAL;
 	a->received = seq;
 	a->durable = seq;
+	a->synced_seq = seq;
+	a->synced_bytes = a->stats.bytes;
 	a->epoch_known = false;
 	a->after_flush = false;
 	return 0;

@@ -19,8 +19,10 @@
  *     that, written and then covered by an fdatasync) and only then count as
  *     written.
  *  4. Checkpoints: when records are written but not durable, no fdatasync
- *     is in flight and checkpoint_ms have passed since the last one, an
- *     fdatasync that is not a barrier is issued.
+ *     is in flight and checkpoint_ms have passed since the last one (or,
+ *     with checkpoint_records or checkpoint_bytes, that many records or
+ *     payload bytes completed since it was issued), an fdatasync that is
+ *     not a barrier is issued.
  *
  * Progress (all cumulative, "every record below this value ..."):
  *   received  one past the last record handed over with apply_submit()
@@ -82,6 +84,9 @@ struct apply;
 struct apply_config {
 	unsigned int queue_depth;	/* operations in flight, 1..APPLY_QUEUE_DEPTH_MAX */
 	unsigned int checkpoint_ms;	/* periodic fdatasync; 0: as soon as possible */
+	uint64_t checkpoint_records;	/* also one once this many records ... */
+	uint64_t checkpoint_bytes;	/* ... or payload bytes completed since the
+					 * last one; 0: no such bound */
 	uint64_t max_buffer_bytes;	/* payload buffers + queued records */
 	unsigned int block_size;	/* 0: ask the device; else a power of two
 					 * 512..65536 used as logical block size */

@@ -933,6 +933,76 @@ static void test_error(void)
 	printf("errors ok\n");
 }
 
+/* Writes n records of 4 KiB from *seq on, and runs the engine until idle. */
+static void write_idle(struct fake *f, struct apply *a, uint64_t *seq, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++, (*seq)++) {
+		struct apply_rec r = {
+			.seq = *seq, .op = DM_REPL_OP_WRITE, .sector = (*seq * 8) % 1024,
+			.nr_sectors = 8,
+		};
+		struct apply_buf *buf;
+
+		CHECK_RC(apply_buf_get(a, 4096, &buf), 0);
+		pattern_fill(0, *seq, 0, buf->data, 4096);
+		CHECK_RC(apply_submit(a, &r, buf), 0);
+	}
+	for (;;) {
+		CHECK_RC(apply_run(a), 0);
+		if (!f->nr_inflight && !f->nr_done)
+			break;
+		fake_step(f);
+	}
+}
+
+/*
+ * With checkpoint_records or checkpoint_bytes, the records are made
+ * durable once that many are written, long before checkpoint_ms (what a
+ * primary with a small ring asks of its peers); without, only the timer.
+ */
+static void test_checkpoint_bound(void)
+{
+	for (int kind = 0; kind < 3; kind++) {
+		struct fake *f = fake_new(4, 1024);
+		struct apply_config cfg;
+		struct apply_progress p;
+		struct apply_stats st;
+		struct apply *a;
+		uint64_t seq = 0;
+
+		apply_config_init(&cfg);
+		cfg.checkpoint_ms = 600000;
+		if (kind == 1)
+			cfg.checkpoint_records = 8;
+		else if (kind == 2)
+			cfg.checkpoint_bytes = 8 * 4096;
+		CHECK_RC(apply_new_backend(&f->be, 1024, 512, &cfg, &a), 0);
+		for (int round = 0; round < 3; round++) {
+			/* under the bound: written, not durable, the timer far away */
+			write_idle(f, a, &seq, 7);
+			apply_progress(a, &p);
+			CHECK(p.written == seq && p.durable == (kind ? seq - 7 : 0),
+			      "kind %d round %d: written %" PRIu64 " durable %" PRIu64,
+			      kind, round, p.written, p.durable);
+			CHECK(apply_timeout_ms(a) > 1000, "kind %d: timeout %d ms", kind,
+			      apply_timeout_ms(a));
+			/* at the bound: durable at once */
+			write_idle(f, a, &seq, 1);
+			apply_progress(a, &p);
+			CHECK(p.durable == (kind ? seq : 0),
+			      "kind %d round %d: written %" PRIu64 " durable %" PRIu64,
+			      kind, round, p.written, p.durable);
+		}
+		apply_get_stats(a, &st);
+		CHECK(st.checkpoints == (kind ? 3 : 0), "kind %d: %" PRIu64 " checkpoints",
+		      kind, st.checkpoints);
+		CHECK_RC(apply_drain(a, 1000), 0);
+		apply_free(a);
+		fake_destroy(f);
+	}
+	printf("checkpoint bounds ok\n");
+}
+
 static int main_fake(size_t records, uint64_t seed)
 {
 	static const struct {
@@ -954,6 +1024,7 @@ static int main_fake(size_t records, uint64_t seed)
 	test_backpressure();
 	test_spare();
 	test_error();
+	test_checkpoint_bound();
 	for (size_t i = 0; i < ARRAY_SIZE(runs); i++) {
 		struct fake_run fr = {
 			.name = runs[i].name,
