@@ -24,11 +24,21 @@ void handshake_hello(struct replica *rp)
 {
 	struct primary *pri = rp->pri;
 	struct peer *p = &rp->conn;
+	unsigned int pct = pri->env->cfg->congestion_fill_pct;
 	struct ring_info ri;
 	uint8_t buf[PEER_HDR];
 	ssize_t n;
 
 	ring_get_info(pri->ring, &ri);
+	/*
+	 * The ring keeps a record until every peer has it durable, and an
+	 * async peer whose backlog passes congestion-fill-pct of the ring is
+	 * pulled ahead: so that a peer which keeps up is never pulled ahead
+	 * for its checkpoint-ms alone, it makes records durable at the latest
+	 * every half of that backlog (half the ring when nobody is pulled ahead).
+	 */
+	if (!pct)
+		pct = 100;
 	{
 		Dmrepl__V1__Hello hello = DMREPL__V1__HELLO__INIT;
 
@@ -39,6 +49,8 @@ void handshake_hello(struct replica *rp)
 		hello.device_sectors = ri.dev_sectors;
 		hello.stream_id = ri.ring_id;
 		hello.mode = (Dmrepl__V1__Mode)rp->mode;
+		hello.durable_every_records = (uint64_t)ri.nr_recs * pct / 200 + 1;
+		hello.durable_every_bytes = ri.data_size * pct / 200 + 1;
 		n = wire_encode_hello(buf, sizeof(buf), &hello);
 	}
 	if (n < 0 || peer_queue_frame(p, buf, (size_t)n) < 0)

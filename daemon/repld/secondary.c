@@ -155,6 +155,10 @@ struct secondary {
 	bool vouched;			/* the primary made this copy consistent at
 					 * its stream position (a join, a resync's end) */
 	uint64_t last_state_write_ms;
+	uint64_t saved_checkpoints;	/* the engine's checkpoints at that write */
+	/* the primary's Hello: an fdatasync at the latest every so many
+	 * records or bytes, as its ring holds them until durable (0: none) */
+	uint64_t durable_every_records, durable_every_bytes;
 	char primary_node[CONFIG_NAME_MAX + 1];
 	uint64_t primary_connects;
 	bool consistent;		/* persisted: no resync pending */
@@ -449,6 +453,7 @@ static void conn_send_error(struct conn *c, Dmrepl__V1__Error__Code code, const 
 static void secondary_persist(struct secondary *s, bool force)
 {
 	struct apply_progress p;
+	struct apply_stats st;
 	int r;
 
 	if (!s->apply)
@@ -456,11 +461,20 @@ static void secondary_persist(struct secondary *s, bool force)
 	sec_progress(s, &p);
 	if (p.durable <= s->state_durable)
 		return;
-	if (!force && loop_now_ms() - s->last_state_write_ms < 100)
+	/*
+	 * What FLUSH records made durable is saved at most every 100 ms; what
+	 * a checkpoint did (by the timer, or by the primary's bound) at once:
+	 * those come at most as often as that bound asks for.
+	 */
+	apply_get_stats(s->apply, &st);
+	if (!force && st.checkpoints == s->saved_checkpoints &&
+	    loop_now_ms() - s->last_state_write_ms < 100)
 		return;
 	r = sec_state_save(s, p.durable);
 	if (r < 0)
 		log_error_errno(r, "%s: saving the resume point", s->resource);
+	else
+		s->saved_checkpoints = st.checkpoints;
 }
 
 /* Acknowledge progress the primary has not heard of yet. */
@@ -533,6 +547,8 @@ static int engine_new(struct secondary *s, uint64_t seq)
 
 	apply_config_init(&cfg);
 	cfg.checkpoint_ms = s->env->cfg->checkpoint_ms;
+	cfg.checkpoint_records = s->durable_every_records;
+	cfg.checkpoint_bytes = s->durable_every_bytes;
 	r = apply_new(s->dev_fd, s->dev_sectors, &cfg, &s->apply);
 	if (r < 0)
 		return log_error_errno(r, "%s: write engine", s->resource);
@@ -804,6 +820,8 @@ static void conn_hello(struct secondary *s, struct conn *c, const Dmrepl__V1__He
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO, "cannot write the device");
 		return;
 	}
+	s->durable_every_records = h->durable_every_records;
+	s->durable_every_bytes = h->durable_every_bytes;
 	r = secondary_engine_start(s);
 	if (r < 0) {
 		conn_send_error(c, DMREPL__V1__ERROR__CODE__CODE_IO, "cannot start the write engine");

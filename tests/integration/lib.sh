@@ -62,7 +62,8 @@ secondary_config() {
 	shift 2
 	repl_conf "$T/$n.conf" resource=r0 node="$n" role=secondary device="$T/$n.img" \
 		listen="127.0.0.1:$port" state-dir="$T/state-$n" control-socket="$T/$n.sock" \
-		keepalive-ms=200 peer-timeout-ms=2000 checkpoint-ms=200 peer=alpha@127.0.0.1 "$@"
+		keepalive-ms=200 peer-timeout-ms=2000 checkpoint-ms="${CHECKPOINT_MS:-200}" \
+		peer=alpha@127.0.0.1 "$@"
 }
 secondary_start() {
 	local n=$1
