@@ -18,8 +18,9 @@
 #  - All three disks are byte-equal at the end, and status said UpToDate
 #    for both peers only with no region out of sync.
 # Figures: the p99 and median latencies and IOPS of every round and the
-# ratio of the p99 medians, shaped / free; gamma's pull-aheads and
-# resynced bytes (log lines "round ...", "gamma ...").  The ratio is a
+# ratio of the p99 medians, shaped / free; gamma's pull-aheads (in each
+# round, and in all) and resynced bytes (log lines "round ...",
+# "gamma ...").  The ratio is a
 # timing and so a benchmark's: tests/bench/bench-slowpeer.sh sets
 # SLOWPEER_P99_MAX (1.20) and runs this alone; here it is only reported.
 # SLOWPEER_ALPHA_OPTS adds settings to the primary's configuration;
@@ -134,10 +135,13 @@ sample() {
 		sleep 1
 	done ) &
 	SAMPLER=$!
+	pa0=$(peer gamma pulled_ahead)
 	load "$1"
 	kill $SAMPLER
 	wait $SAMPLER 2> /dev/null || true
+	pa1=$(peer gamma pulled_ahead)
 	log "gamma during $1 (replication disk): $(cut -d' ' -f1,2 /tmp/"$1".samples | sort | uniq -c | tr -s ' \n' ' ')"
+	log "gamma pulled ahead $((pa1 - pa0)) times during $1"
 	! awk '$2 == "UpToDate" && $3 > 0' /tmp/"$1".samples | grep -q . ||
 		fail "gamma reported UpToDate with regions out of sync: $(awk '$2 == "UpToDate" && $3 > 0' /tmp/"$1".samples | head -n 1)"
 }
