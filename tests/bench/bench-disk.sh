@@ -7,6 +7,8 @@
 # Usage: tests/bench/bench-disk.sh [build dir]     env: ROUNDS (3) BURST_MB (256)
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/throttle-lib.sh
+. "$SRC/tests/bench/throttle-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
 DISKS=2
@@ -19,28 +21,7 @@ DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 vm=$!
 trap 'kill $vm 2>/dev/null || true' EXIT
 
-# throttle BYTES_PER_S : every disk's writes, over QMP; prints QEMU's replies
-throttle() {
-	local i cmds='{"execute":"qmp_capabilities"}'
-	for ((i = 0; i < DISKS; i++)); do
-		cmds+=$'\n''{"execute":"block_set_io_throttle","arguments":{"device":"d'$i'",'
-		cmds+='"bps":0,"bps_rd":0,"bps_wr":'$1',"iops":0,"iops_rd":0,"iops_wr":0}}'
-	done
-	printf '%s\n' "$cmds" | socat -t 2 - "UNIX-CONNECT:$QMP"
-}
-out=
-while kill -0 $vm 2>/dev/null; do
-	sleep 1
-	[[ -n $out ]] || out=$(sed -n 's/^vm-run: run dir //p' "$LOG")/out
-	[[ $out != /out && -f $out/throttle-request && ! -f $out/throttle-done ]] || continue
-	bps=$(cat "$out/throttle-request")
-	if [[ $bps =~ ^[0-9]+$ ]] && reply=$(throttle "$bps") && ! grep -q '"error"' <<<"$reply" &&
-		(($(grep -c '"return"' <<<"$reply") == DISKS + 1)); then
-		echo "ok $bps" > "$out/throttle-done"
-	else
-		echo "failed: $bps: ${reply:-}" > "$out/throttle-done"
-	fi
-done
+throttle_serve $vm "$LOG" "$QMP" $DISKS
 trap - EXIT
 wait $vm || { tail -40 "$LOG"; exit 1; }
 grep -a '^BENCH' "$LOG" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'

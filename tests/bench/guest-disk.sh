@@ -62,9 +62,7 @@ rounds free
 
 # ---- throttle every disk's writes to a quarter of the copy rate
 THROTTLE=$((COPY * 1000000 / 4))
-echo "$THROTTLE" > /srv/throttle-request
-wait_for 60 "[ -f /srv/throttle-done ]" || fail "the host did not throttle the disks"
-grep -q '^ok' /srv/throttle-done || fail "throttling failed: $(cat /srv/throttle-done)"
+disk_throttle "$THROTTLE"
 log "disks throttled to $THROTTLE bytes/s of writes"
 rounds slow
 repld_caught_up written 600

@@ -28,17 +28,23 @@ for _ in $(seq 40); do
 done
 log "slow and idle clients connected"
 
+# A status request straight from socat: the time to the answer without
+# replctl's own start (an ASan replctl beside the guest suites took up to
+# 739 ms to start and answer).  A status that waited for the other
+# clients would wait for their request deadline (CTL_REQUEST_MS, 1 s)
+# one after the other, a blocked daemon for the drip's 8 s.
 worst=0
 for _ in $(seq 10); do
 	t0=$(now_ms)
-	status alpha > st.json || fail "status did not answer with slow clients connected"
+	printf '{"cmd":"status"}\n' | socat -t 5 - UNIX-CONNECT:alpha.sock > st.json ||
+		fail "status did not answer with slow clients connected"
 	dt=$(($(now_ms) - t0))
 	[ "$dt" -gt "$worst" ] && worst=$dt
-	jq -e '.ok == true' st.json > /dev/null || fail "status: $(cat st.json)"
+	jq -e '.ok == true and (.peers | length) == 1' st.json > /dev/null || fail "status: $(cat st.json)"
 	sleep 0.2
 done
 log "status answered in at most $worst ms"
-[ "$worst" -lt 500 ] || fail "status took $worst ms with slow clients connected"
+[ "$worst" -lt 1000 ] || fail "status took $worst ms with slow clients connected"
 # the dripping client is dropped at its deadline, long before its end
 kill -0 "$drip" 2>/dev/null && fail "the dripping client was not dropped at its deadline"
 

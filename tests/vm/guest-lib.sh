@@ -28,3 +28,14 @@ dev_sectors() {
 vm_disk() {
 	echo "/dev/vd$(echo abcdefghijklmnopqrstuvwxyz | cut -c$(($1 + 1)))"
 }
+
+# disk_throttle BYTES_PER_S : every disk's writes limited to that (0: no
+# limit) by the host, over QMP (tests/bench/throttle-lib.sh; only under a
+# bench script that serves it); fails when the host did not do it
+disk_throttle() {
+	echo "$1" > /srv/throttle-request.tmp
+	mv /srv/throttle-request.tmp /srv/throttle-request
+	rm -f /srv/throttle-done
+	wait_for 60 "[ -f /srv/throttle-done ]" || fail "the host did not throttle the disks"
+	[ "$(cat /srv/throttle-done)" = "ok $1" ] || fail "throttling failed: $(cat /srv/throttle-done)"
+}
