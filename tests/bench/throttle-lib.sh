@@ -1,0 +1,38 @@
+# Host side of the disk throttle a bench guest asks for (bash; sourced by
+# bench-disk.sh and bench-wan.sh).  The guest writes the bytes per second
+# of writes it wants for every disk into /srv/throttle-request (0: no
+# limit) and removes /srv/throttle-done (guest-lib.sh's disk_throttle);
+# the host sets it over the VM's QMP socket (vm-run.sh --qmp) with
+# block_set_io_throttle on drives d0.. and answers "ok BYTES" or
+# "failed: ..." in /srv/throttle-done.  QEMU's throttle is the
+# realistic disk the bench needs: under TCG the guest copies memory no
+# faster than its virtual disks write.
+# shellcheck shell=bash
+
+# throttle_disks QMP DISKS BYTES_PER_S : every disk's writes; QEMU's replies
+throttle_disks() {
+	local i cmds='{"execute":"qmp_capabilities"}'
+	for ((i = 0; i < $2; i++)); do
+		cmds+=$'\n''{"execute":"block_set_io_throttle","arguments":{"device":"d'$i'",'
+		cmds+='"bps":0,"bps_rd":0,"bps_wr":'$3',"iops":0,"iops_rd":0,"iops_wr":0}}'
+	done
+	printf '%s\n' "$cmds" | socat -t 2 - "UNIX-CONNECT:$1"
+}
+
+# throttle_serve VM_PID LOG QMP DISKS : answers the guest's requests until
+# VM_PID (vm-run.sh, whose output goes to LOG) exits
+throttle_serve() {
+	local vm=$1 log=$2 qmp=$3 disks=$4 out='' bps reply
+	while kill -0 "$vm" 2>/dev/null; do
+		sleep 1
+		[[ -n $out ]] || out=$(sed -n 's/^vm-run: run dir //p' "$log")/out
+		[[ $out != /out && -f $out/throttle-request && ! -f $out/throttle-done ]] || continue
+		bps=$(cat "$out/throttle-request")
+		if [[ $bps =~ ^[0-9]+$ ]] && reply=$(throttle_disks "$qmp" "$disks" "$bps") &&
+			! grep -q '"error"' <<<"$reply" && (($(grep -c '"return"' <<<"$reply") == disks + 1)); then
+			echo "ok $bps" > "$out/throttle-done"
+		else
+			echo "failed: $bps: ${reply:-}" > "$out/throttle-done"
+		fi
+	done
+}
