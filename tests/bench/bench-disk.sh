@@ -11,17 +11,6 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 . "$SRC/tests/bench/throttle-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
-DISKS=2
-QMP=$B/bench-disk.qmp
-LOG=$B/bench-disk.log
-DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks $DISKS --disk-size 2G --timeout 3600 --name bench-disk \
-	--qmp "$QMP" --env ROUNDS="${ROUNDS:-3}" --env BURST_MB="${BURST_MB:-256}" \
-	"$SRC/tests/bench/guest-disk.sh" > "$LOG" 2>&1 &
-vm=$!
-trap 'kill $vm 2>/dev/null || true' EXIT
-
-throttle_serve $vm "$LOG" "$QMP" $DISKS
-trap - EXIT
-wait $vm || { tail -40 "$LOG"; exit 1; }
-grep -a '^BENCH' "$LOG" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
+throttle_bench disk 2 --mem 3072 --disk-size 2G --timeout 3600 \
+	--env ROUNDS="${ROUNDS:-3}" --env BURST_MB="${BURST_MB:-256}" \
+	"$SRC/tests/bench/guest-disk.sh"

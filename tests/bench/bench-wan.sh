@@ -18,20 +18,10 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 . "$SRC/tests/bench/throttle-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
-DISKS=4
-QMP=$B/bench-wan.qmp
-LOG=$B/bench-wan.log
-DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks $DISKS --disk-size 2G --timeout 7200 --name bench-wan \
-	--qmp "$QMP" --env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
+throttle_bench wan 4 --mem 3072 --disk-size 2G --timeout 7200 \
+	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
 	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
 	--env PARTS="${PARTS:-replay replay-disk zstd resync}" --env PROFILE="${PROFILE:-0}" \
 	--env DIRTY_BG_MB="${DIRTY_BG_MB:-16}" --env RS_RATE_MB="${RS_RATE_MB:-0}" \
 	--env RS_LINK="${RS_LINK:-1gbit}" --env DISK_MB="${DISK_MB:-}" \
-	"$SRC/tests/bench/guest-wan.sh" > "$LOG" 2>&1 &
-vm=$!
-trap 'kill $vm 2>/dev/null || true' EXIT
-throttle_serve $vm "$LOG" "$QMP" $DISKS
-trap - EXIT
-wait $vm || { tail -40 "$LOG"; exit 1; }
-grep -a '^BENCH' "$LOG" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
+	"$SRC/tests/bench/guest-wan.sh"

@@ -36,3 +36,23 @@ throttle_serve() {
 		fi
 	done
 }
+
+# throttle_bench NAME DISKS VM-RUN-ARGS... : the guest of bench-NAME
+# (vm-run.sh with DISKS disks and a QMP socket, DMREPL_REQUIRE_VM=1, its
+# output in $B/bench-NAME.log) with its throttle requests served; then the
+# BENCH lines of its log, or its last 40 lines when it failed.  Uses SRC
+# (the source tree) and B (the build directory).
+throttle_bench() {
+	local name=bench-$1 disks=$2 vm
+	shift 2
+	DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
+		"$SRC/tests/vm/vm-run.sh" --name "$name" --disks "$disks" --qmp "$B/$name.qmp" "$@" \
+		> "$B/$name.log" 2>&1 &
+	vm=$!
+	# shellcheck disable=SC2064 # the pid, now
+	trap "kill $vm 2>/dev/null || true" EXIT
+	throttle_serve "$vm" "$B/$name.log" "$B/$name.qmp" "$disks"
+	trap - EXIT
+	wait "$vm" || { tail -40 "$B/$name.log"; return 1; }
+	grep -a '^BENCH' "$B/$name.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
+}
