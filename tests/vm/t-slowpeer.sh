@@ -89,7 +89,9 @@ in_sync() {
 }
 
 # load NAME : the application load for RUNTIME s; "p99 p50 iops" of its
-# write completion latency (us) -> /tmp/NAME.lat; fails on any I/O error
+# write completion latency (us) -> /tmp/NAME.lat, and min_iops the fewest
+# IOPS of any round so far; fails on any I/O error
+min_iops=
 load() {
 	fio --name="$1" --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=1 \
 		--ioengine=psync --direct=1 --size=$AREA --time_based --runtime="$RUNTIME" \
@@ -101,6 +103,7 @@ load() {
 		/tmp/"$1".json > /tmp/"$1".lat
 	read -r p99 p50 iops < /tmp/"$1".lat
 	log "round $1: p99 $p99 us, median $p50 us, $iops IOPS"
+	[ -n "$min_iops" ] && [ "$iops" -ge "$min_iops" ] || min_iops=$iops
 }
 
 # a warm-up, not counted.  Before every slow round gamma's link is shaped
@@ -109,12 +112,6 @@ load() {
 # even when it runs at a quarter of the speed of the round before (a
 # guest beside a busy host: 304 IOPS in the warm-up, 42 in a later round)
 RUNTIME=5 load warmup
-min_iops=$iops
-# slowest NAME : min_iops over the rounds so far, with round NAME
-slowest() {
-	read -r _ _ iops < /tmp/"$1".lat
-	[ "$iops" -ge "$min_iops" ] || min_iops=$iops
-}
 # link_rate : the shaped rate, as tc takes it
 link_rate() {
 	if [ -n "$RATE" ]; then
@@ -149,12 +146,10 @@ for r in $(seq "$ROUNDS"); do
 	shape off
 	in_sync gamma
 	sample "free$r"
-	slowest "free$r"
 	link=$(link_rate)
 	log "gamma's shaped link: $link"
 	shape "$link"
 	sample "slow$r"
-	slowest "slow$r"
 	if grep -q '^Behind ' "/tmp/slow$r.samples"; then
 		behind_seen=$((behind_seen + 1))
 	else
