@@ -22,11 +22,13 @@ throttle_disks() {
 # throttle_serve VM_PID LOG QMP DISKS : answers the guest's requests until
 # VM_PID (vm-run.sh, whose output goes to LOG) exits
 throttle_serve() {
-	local vm=$1 log=$2 qmp=$3 disks=$4 out='' bps reply
+	local vm=$1 log=$2 qmp=$3 disks=$4 run='' out bps reply
 	while kill -0 "$vm" 2>/dev/null; do
 		sleep 1
-		[[ -n $out ]] || out=$(sed -n 's/^vm-run: run dir //p' "$log")/out
-		[[ $out != /out && -f $out/throttle-request && ! -f $out/throttle-done ]] || continue
+		# vm-run.sh names its run directory once it has made it
+		[[ -n $run ]] || run=$(sed -n 's/^vm-run: run dir //p' "$log")
+		out=$run/out
+		[[ -n $run && -f $out/throttle-request && ! -f $out/throttle-done ]] || continue
 		bps=$(cat "$out/throttle-request")
 		if [[ $bps =~ ^[0-9]+$ ]] && reply=$(throttle_disks "$qmp" "$disks" "$bps") &&
 			! grep -q '"error"' <<<"$reply" && (($(grep -c '"return"' <<<"$reply") == disks + 1)); then
