@@ -82,10 +82,14 @@ listen = "127.0.0.1:7789"; state-dir = "$R/state"; control-socket = "/run/dm-rep
 peers = ( { name = "alpha"; address = "127.0.0.1"; } );
 transport = "plain-insecure";   # as DRBD runs beside it: no encryption
 EOC
+# congestion-fill-pct 0: the ring holds a whole async run, so the peer is
+# never pulled ahead (by default repld does so once it lags half the ring
+# behind, and the resync that follows ran under the next runs)
 alpha_conf() {
 	cat > $R/alpha.conf <<EOC
 resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
 ring-size-mb = $RING_MB; hold-timeout-ms = 30000; initial-sync = "skip"; state-dir = "$R/state-alpha";
+congestion-fill-pct = 0;
 $RS_CONF
 peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; $1 } );
 transport = "plain-insecure";
@@ -140,8 +144,8 @@ tio() {
 }
 
 # peer_in_sync FIELD : beta UpToDate and its FIELD (written, durable)
-# caught up with the ring.  An async run that leaves the peer more than
-# half the ring behind pulls it ahead, and a bitmap resync brings it back:
+# caught up with the ring.  Should an async run pull the peer ahead after
+# all (the tables say how often it did), a bitmap resync brings it back:
 # without this wait that resync ran on under the next runs, and the
 # replay's copies were compared before it ended.  Polled every 2 s: a
 # replctl and a jq cost this guest a tenth of a second of CPU each time.
@@ -184,6 +188,7 @@ if has replay; then
 		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
 	done
 	peer_in_sync written
+	REPLAY_PULLED=$(repld_json '.peers[0].pulled_ahead')
 	blockdev --flushbufs /dev/vda /dev/vdb
 	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then REPLAY_EQ=yes; else REPLAY_EQ=NO; fi
 fi
@@ -209,6 +214,7 @@ if has replay-disk; then
 		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
 	done
 	peer_in_sync written
+	DISK_PULLED=$(($(repld_json '.peers[0].pulled_ahead') - ${REPLAY_PULLED:-0}))
 	disk_throttle 0
 	blockdev --flushbufs /dev/vda /dev/vdb
 	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then DISK_EQ=yes; else DISK_EQ=NO; fi
@@ -395,6 +401,11 @@ dmsetup remove r0
 
 # ---- report
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# cpu_table 0|1 : the rows of $R/replay-cpu of the replay (0) or of the
+# replay on throttled disks (1: its runs are named rawD-1, replAD-1, ...)
+cpu_table() {
+	awk -v d="$1" '($1 ~ /D-/) == d { printf "BENCH-TABLE %s | %.2f | %.2f | %.2f | %.2f\n", $1, $2 / 100, $3 / 100, $4 / 100, ($2 - $3 - $4) / 100 }' $R/replay-cpu
+}
 if has replay; then
 	# $R/replay: "SETUP THREADS MB/s-over-fio's-clock MB/s-over-the-wall-clock";
 	# v SETUP : column $col of SETUP's line for $t threads
@@ -413,11 +424,11 @@ if has replay; then
 			printf "BENCH-GOAL %d threads: async %.2f x raw [goal >= 0.9]; sync %.2f x the link (%.2f MB/s) [goal >= 0.95], hold timeouts during the sync run: %s\n", t, a / raw, s / l, l, deg ? "YES" : "none"
 		}'
 	done
-	echo "BENCH-GOAL replica equal after the replay: $REPLAY_EQ"
+	echo "BENCH-GOAL replica equal after the replay: $REPLAY_EQ; the async peer pulled ahead $REPLAY_PULLED times"
 	# where the CPU went during each run (the async run's replication goes
 	# on after fio ends: only what it took during the run is counted)
 	echo "BENCH-TABLE run | guest CPU-s busy | primary's replication | secondary's | the rest (fio, writeback, interrupts)"
-	awk '{ printf "BENCH-TABLE %s | %.2f | %.2f | %.2f | %.2f\n", $1, $2 / 100, $3 / 100, $4 / 100, ($2 - $3 - $4) / 100 }' $R/replay-cpu
+	cpu_table 0
 fi
 if has replay-disk; then
 	v() { awk -v s="$1" -v t="$t" '$1 == s && $2 == t { print $3 }' $R/replay-disk; }
@@ -428,7 +439,9 @@ if has replay-disk; then
 			printf "BENCH-GOAL disks at %d MB/s, %d threads: async %.2f x raw [goal >= 0.9]\n", d, t, a / raw
 		}'
 	done
-	echo "BENCH-GOAL replica equal after the replay on throttled disks: $DISK_EQ"
+	echo "BENCH-GOAL replica equal after the replay on throttled disks: $DISK_EQ; the async peer pulled ahead $DISK_PULLED times"
+	echo "BENCH-TABLE run, disks at $DISK_MB MB/s | guest CPU-s busy | primary's replication | secondary's | the rest (fio, writeback, interrupts)"
+	cpu_table 1
 fi
 if has resync; then
 	awk -v a="$P99_ALONE" -v a2="$P99_ALONE2" -v d="$P99_DURING" -v r="$RS_RATE" -v app="$APP_RATE" \
