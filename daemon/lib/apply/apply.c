@@ -42,14 +42,17 @@
 /* Largest payload buffer. */
 #define APPLY_BUF_MAX		(1ULL << 30)
 /*
- * Payload buffers of 64 KiB to 4 MiB are sized to a power of 2 and kept
+ * Payload buffers of 4 KiB to 4 MiB are sized to a power of 2 and kept
  * for the next record of their size (up to a quarter of max_buffer_bytes
- * in all) instead of going back to malloc: glibc hands memory of that size
- * back to the kernel on free (mmap threshold, heap trim), and a new buffer
- * then takes a page fault per page while the socket is read into it, a
- * few hundred microseconds per 256 KiB record in a guest.
+ * in all) instead of going back to malloc.  glibc hands memory of 64 KiB
+ * and more back to the kernel on free (mmap threshold, heap trim), and a
+ * new buffer then takes a page fault per page while the socket is read
+ * into it, a few hundred microseconds per 256 KiB record in a guest.
+ * Below that, a block-aligned posix_memalign() and its free() cost a
+ * stream of 4 KiB records about a tenth of the secondary's CPU (perf,
+ * repl-simprimary on the host).
  */
-#define APPLY_SPARE_MIN_SHIFT	16
+#define APPLY_SPARE_MIN_SHIFT	12
 #define APPLY_SPARE_MAX_SHIFT	22
 #define APPLY_SPARE_CLASSES	(APPLY_SPARE_MAX_SHIFT - APPLY_SPARE_MIN_SHIFT + 1)
 

@@ -833,7 +833,7 @@ static void test_backpressure(void)
 	printf("back-pressure ok\n");
 }
 
-/* Large payload buffers are kept and handed out again, within a bound. */
+/* Payload buffers are kept and handed out again, within a bound. */
 static void test_spare(void)
 {
 	struct fake *f = fake_new(2, 8192);
@@ -891,6 +891,18 @@ static void test_spare(void)
 	      "1 MiB spares changed");
 	apply_buf_put(a, b1);
 	apply_buf_put(a, b2);
+
+	/* a 4 KiB record's buffer too, as it was */
+	CHECK_RC(apply_buf_get(a, 4096, &b1), 0);
+	p1 = b1->data;
+	memset(p1, 0x3c, 4096);
+	apply_buf_put(a, b1);
+	CHECK_RC(apply_buf_get(a, 4096, &b1), 0);
+	CHECK(b1->data == p1 && ((unsigned char *)b1->data)[0] == 0x3c &&
+	      ((unsigned char *)b1->data)[8] == 0x3c && ((unsigned char *)b1->data)[4095] == 0x3c,
+	      "4 KiB spare not reused");
+	CHECK(((uintptr_t)b1->data & 511) == 0, "unaligned 4 KiB spare");
+	apply_buf_put(a, b1);
 	CHECK(!apply_full(a), "spare buffers counted as used");
 	CHECK_RC(apply_drain(a, 1000), 0);
 	apply_free(a);
