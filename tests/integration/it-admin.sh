@@ -58,8 +58,10 @@ PIDS+=($!)
 secondary gamma
 
 RING_MB=16 primary_config beta:async
+# it lingers until the end of the test, which reads its status throughout:
+# the writes may be over before gamma's full sync is
 "$SIM" -c alpha.conf --dev alpha.img --seed 17 --count 2500 --max-kb 32 --rate-ms 2 \
-	> sim.out 2>&1 &
+	--linger-ms 120000 > sim.out 2>&1 &
 sim=$!
 PIDS+=($sim)
 wait_status 15 '.peers[0].connection == "Connected"' ||
@@ -105,6 +107,8 @@ wait_status 10 '.peers[] | select(.name == "delta" and .connection == "Connected
 	fail "a new peer that missed records is not reported Inconsistent"
 grep -q "peer delta: its copy is not consistent (a new secondary): full sync" sim.out ||
 	fail "no reason logged for delta's inconsistency"
+wait_for 60 "grep -q 'in sync, lingering' sim.out" || { cat sim.out; fail "the peers did not get in sync"; }
+kill -TERM "$sim"
 wait $sim || { cat sim.out; fail "sim primary failed"; }
 same_as_primary beta
 pass "socket activation; SIGHUP adds, changes and removes peers live; a late peer is Inconsistent"

@@ -431,9 +431,13 @@ static void *sim_finisher(void *arg)
 	}
 	if (!atomic_load(&s->failed) && s->linger_ms) {
 		/* the peers are in sync: a test reads the status now */
+		uint64_t until = mono_ms() + s->linger_ms;
+
 		printf("repl-simprimary: in sync, lingering %u ms\n", s->linger_ms);
 		fflush(stdout);
-		usleep(s->linger_ms * 1000U);
+		/* a SIGTERM ends it early */
+		while (mono_ms() < until && !atomic_load(&s->stopped))
+			usleep(20000);
 	}
 	kill(getpid(), SIGTERM);
 	return NULL;
