@@ -54,7 +54,6 @@ mkdir -p $R
 # disk_stat DISK FIELD : a field of /sys/block/DISK/stat (5: writes
 # completed, 16: flushes completed)
 disk_stat() { awk -v f="$2" '{ print $f }' "/sys/block/$1/stat"; }
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # run CFG SIZE QD : one fio run on a fresh device; appends
 # "<IOPS> <mean lat us> <meta writes per 1000 data writes> <meta flushes per 1000>"

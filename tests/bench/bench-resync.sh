@@ -415,7 +415,6 @@ fi
 dmsetup remove ra
 
 # ---- report
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 med() { cut -d' ' -f"$2" "$R/$1" | median; }
 P64=$(med plain-socat-64 1)
 PDEV=$(med "plain-socat-$DEV_MIB" 1)

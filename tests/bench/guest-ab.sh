@@ -15,25 +15,19 @@ RING_MB=512
 HOLD_MS=10000
 export RING_MB HOLD_MS
 
-# pid_ticks PID : user + system clock ticks of the process so far
-pid_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-
 # run VERSION WORKLOAD BS QD : one fio run, "iops lat_us pri_us sec_us"
 # (repld CPU per write, each side) appended to $R/VERSION.WORKLOAD
 run() {
-	_p0=$(pid_ticks "$ALPHA"); _s0=$(pid_ticks "$BETA")
+	_p0=$(cpu_ticks "$ALPHA"); _s0=$(cpu_ticks "$BETA")
 	fio --name="$2" --filename=/dev/mapper/r0 --rw=randwrite --bs="$3" --iodepth="$4" \
 		--direct=1 --ioengine=libaio --size=768M --ramp_time=2 --runtime="$RUNTIME" \
 		--time_based --randrepeat=0 --eta=never --output-format=json \
 		--output="$R/$1-$2.json" || fail "fio $2"
-	_p1=$(pid_ticks "$ALPHA"); _s1=$(pid_ticks "$BETA")
-	# the ticks cover the ramp too: per write over every write fio issued
-	_n=$(jq '.jobs[0].write.total_ios' "$R/$1-$2.json")
-	_ramp=$(jq '.jobs[0].write.iops * 2' "$R/$1-$2.json")
-	jq -r --argjson p $((_p1 - _p0)) --argjson s $((_s1 - _s0)) --argjson n "$_n" \
-		--argjson ramp "$_ramp" '.jobs[0].write |
-		"\(.iops) \(.lat_ns.mean / 1000) \($p * 10000 / ($n + $ramp)) \($s * 10000 / ($n + $ramp))"' \
+	_p1=$(cpu_ticks "$ALPHA"); _s1=$(cpu_ticks "$BETA")
+	# the ticks cover the 2 s ramp too: per write over every write fio issued
+	jq -r --argjson p $((_p1 - _p0)) --argjson s $((_s1 - _s0)) '.jobs[0].write |
+		(.total_ios + .iops * 2) as $n |
+		"\(.iops) \(.lat_ns.mean / 1000) \($p * 10000 / $n) \($s * 10000 / $n)"' \
 		"$R/$1-$2.json" >> "$R/$1.$2"
 }
 

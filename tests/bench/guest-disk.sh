@@ -20,7 +20,6 @@ ROUNDS=${ROUNDS:-3}
 BURST_MB=${BURST_MB:-256}
 R=/srv/bench
 mkdir -p $R
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # ---- the copy rate: 512 MiB of tmpfs read 4 times, 3 times (median), MB/s
 dd if=/dev/urandom of=/dev/shm/copy bs=1M count=512 status=none

@@ -150,7 +150,6 @@ nbd-client -d /dev/nbd1 > /dev/null 2>&1 || true
 pkill nbd-server || true
 
 # ---- report
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 m() { median < "$R/$1"; }
 echo "BENCH-TABLE 1 MiB qd8 sync writes, $LINK_RATE links | MB/s (median of $ROUNDS x ${RUNTIME} s) | x one peer | guest CPUs busy %"
 for s in one two shared nbd md; do

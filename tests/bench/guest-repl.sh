@@ -52,7 +52,6 @@ stream() {
 }
 # mb_per_s BYTES0 BYTES1 MS : the rate between two byte counters, MB/s
 mb_per_s() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { printf "%.1f", (b - a) / t / 1000 }'; }
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 # matrix LABEL DEV : the three workloads once, appended to $R/LABEL.<workload>
 matrix() {
 	fj "$1-seq1M-qd8" "$2" write 1M 8 >> "$R/$1.seq1M-qd8"

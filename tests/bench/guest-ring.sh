@@ -23,7 +23,6 @@ fj() {
 		{ cat /tmp/fio.err >&2; fail "fio $1"; }
 	jq -r '.jobs[0].write | "\(.bw_bytes / 1e6) \(.iops) \(.lat_ns.mean / 1000)"' "/tmp/$1.json"
 }
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # shellcheck disable=SC2086
 repl_create rb $DEV async ring_size_mb 256 ${RECORD_KB:+record_kb $RECORD_KB}

@@ -400,7 +400,6 @@ kill -TERM $BETA; wait $BETA || true
 dmsetup remove r0
 
 # ---- report
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 # cpu_table 0|1 : the rows of $R/replay-cpu of the replay (0) or of the
 # replay on throttled disks (1: its runs are named rawD-1, replAD-1, ...)
 cpu_table() {

@@ -19,6 +19,9 @@ expect_fail() {
 	return 0
 }
 
+# median : the median of the numbers on stdin, one per line
+median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
 # dev_sectors DEV : size of block device DEV in 512-byte sectors
 dev_sectors() {
 	blockdev --getsz "$1"
