@@ -4,8 +4,11 @@
 # loopback; prints the untraced 4k qd1 latency (raw disk and repl sync) and,
 # from one traced second, the median time of each hand-off of a write
 # (fio -> local write -> primary repld -> secondary -> its disk -> ack ->
-# primary -> target -> fio).  About 1 minute.
-# Usage: tests/bench/bench-syncpath.sh [build dir]   env: RUNTIME, TRANSPORT
+# primary -> target -> fio).  Then, in ROUNDS rounds, the raw disk,
+# dm-linear, the ring alone (a consumer that acknowledges each record at
+# once, no network) and the floor of bench-repl's 4k qd1 goal.  About
+# 3 minutes.
+# Usage: tests/bench/bench-syncpath.sh [build dir]   env: RUNTIME, ROUNDS, TRANSPORT
 # (plain, ktls, user), CIPHER (see guest-syncpath.sh), TCG_CPU (vm-run.sh)
 set -eu
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -13,7 +16,7 @@ B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
 DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
 	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 600 --name bench-syncpath \
-	--env RUNTIME="${RUNTIME:-8}" --env TRANSPORT="${TRANSPORT:-plain}" \
+	--env RUNTIME="${RUNTIME:-8}" --env ROUNDS="${ROUNDS:-3}" --env TRANSPORT="${TRANSPORT:-plain}" \
 	--env CIPHER="${CIPHER:-aes-128-gcm}" \
 	"$SRC/tests/bench/guest-syncpath.sh" > "$B/bench-syncpath.log" 2>&1 || { tail -40 "$B/bench-syncpath.log"; exit 1; }
 grep -a '^BENCH\|^SYNCPATH' "$B/bench-syncpath.log" | sed 's/^BENCH //; s/^SYNCPATH //'

@@ -5,7 +5,16 @@
 # then traces one second of the same workload (ftrace: syscalls, block
 # requests) and follows each write through the hand-offs (syncpath.py).
 # Tracing slows every step; the shares are what the trace is for.
-# env: RUNTIME seconds per untraced run (default 8); TRANSPORT plain (the
+# Then, in ROUNDS interleaved rounds: the raw disk; dm-linear over it (what
+# stacking any device-mapper target costs); the ring alone, a repl
+# device in sync mode whose consumer (repl-ringtest dump) acknowledges
+# each record as soon as it has read it, no network and no peer; and the
+# floor of bench-repl's goal (the loopback 4 KiB request/response time
+# plus the secondary disk's own 4k qd1 latency).  What the ring alone adds
+# to the raw disk is the part of a sync write that any consumer in user
+# space pays: the hand-off to it and the one back to the application.
+# env: RUNTIME seconds per untraced run (default 8); ROUNDS (default 3);
+# TRANSPORT plain (the
 # default), ktls or user: the link is TLS 1.3 with a PSK, the primary
 # sending through the kernel or OpenSSL; CIPHER aes-128-gcm (default) or
 # chacha20-poly1305
@@ -15,7 +24,10 @@
 . "$DMREPL_SRC_DIR/tests/vm/repld-lib.sh"
 
 RUNTIME=${RUNTIME:-8}
+ROUNDS=${ROUNDS:-3}
 T=/sys/kernel/tracing
+R=/tmp/syncpath
+mkdir -p $R
 
 # lat FILE [SECONDS] : fio 4k random write qd1 on FILE, prints mean latency in us
 lat() {
@@ -51,7 +63,8 @@ fi
 repld_start
 [ "$(repl_st r0 mode)" = sync ] || fail "repl device not in sync mode"
 echo "BENCH link: $(repld_json '.peers[0].transport')"
-echo "BENCH repl sync 4k qd1 mean latency (untraced): $(lat /dev/mapper/r0) us"
+for _ in $(seq "$ROUNDS"); do lat /dev/mapper/r0 >> $R/repl; done
+echo "BENCH repl sync 4k qd1 mean latency (untraced, median of $ROUNDS): $(median < $R/repl) us"
 
 echo 60000 > $T/buffer_size_kb
 EVENTS='raw_syscalls/sys_enter raw_syscalls/sys_exit block/block_rq_issue block/block_rq_complete'
@@ -70,5 +83,42 @@ python3 "$DMREPL_SRC_DIR/tests/bench/syncpath.py" /tmp/syncpath.txt "$FIO" "$ALP
 [ "$(repl_st r0 state)" = ok ] || fail "repl device state $(repl_st r0 state) after the runs"
 repld_stop
 dmsetup remove r0
-# the raw disk last: the replicas start equal (both zero, initial-sync skip)
-echo "BENCH raw /dev/vda 4k qd1 mean latency: $(lat /dev/vda) us"
+
+# the raw disk, dm-linear, the ring alone and the floor, interleaved (the replicas no
+# longer matter: vda is written without its peer from here on)
+for round in $(seq "$ROUNDS"); do
+	log "round $round of $ROUNDS: raw, dm-linear, the ring alone, the floor"
+	lat /dev/vda >> $R/raw
+	dmsetup create lin --table "0 $(blockdev --getsz /dev/vda) linear /dev/vda 0" ||
+		fail "dmsetup create lin"
+	lat /dev/mapper/lin >> $R/linear
+	dmsetup remove lin
+	repl_create r0 /dev/vda sync || fail "dmsetup create r0 (sync)"
+	consumer_start r0 /dev/null --no-hash --timeout-ms 3600000
+	lat /dev/mapper/r0 >> $R/ring
+	[ "$(repl_st r0 state)" = ok ] || fail "ring alone: state $(repl_st r0 state)"
+	consumer_stop
+	dmsetup remove r0
+	"$DMREPL_BUILD_DIR/tests/tools/repl-tcprr" server --port 7998 --size 4096 &
+	RR=$!
+	sleep 0.3
+	"$DMREPL_BUILD_DIR/tests/tools/repl-tcprr" client --port 7998 --size 4096 \
+		--count 20000 --warmup 1000 | sed -n 's/.* ms=\([0-9.]*\).*/\1/p' |
+		awk '{ print $1 * 1000 }' >> $R/rr
+	wait $RR || fail "repl-tcprr"
+	fio --name=floor-disk --filename=/dev/vdb --rw=randwrite --bs=4k --iodepth=1 --direct=1 \
+		--ioengine=libaio --offset=1G --size=512M --runtime="$RUNTIME" --time_based --ramp_time=1 \
+		--randrepeat=0 --eta=never --output-format=json > $R/vdb.json || fail "fio on vdb"
+	jq -r '.jobs[0].write.lat_ns.mean / 1000' $R/vdb.json >> $R/vdb
+done
+for f in raw linear ring rr vdb; do echo "BENCH $f, $ROUNDS rounds: $(tr '\n' ' ' < $R/$f)us"; done
+awk -v repl="$(median < $R/repl)" -v raw="$(median < $R/raw)" -v lin="$(median < $R/linear)" \
+	-v ring="$(median < $R/ring)" \
+	-v rr="$(median < $R/rr)" -v vdb="$(median < $R/vdb)" 'BEGIN {
+	fl = rr + vdb
+	printf "BENCH raw /dev/vda 4k qd1 mean latency (median): %.0f us\n", raw
+	printf "BENCH dm-linear over it: %.0f us, %.0f us over raw\n", lin, lin - raw
+	printf "BENCH the ring alone (sync, a consumer that acknowledges at once): %.0f us, %.0f us over raw\n", ring, ring - raw
+	printf "BENCH floor: %.0f us (loopback 4 KiB request/response %.0f + the secondary disk 4k qd1 %.0f)\n", fl, rr, vdb
+	printf "BENCH repl sync: %.2f x the floor [goal <= 1.15]; the floor plus what the ring alone adds: %.2f x\n", repl / fl, (fl + ring - raw) / fl
+}'
