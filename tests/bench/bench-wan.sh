@@ -5,7 +5,8 @@
 # disks throttled to DISK_MB (raw, async, DRBD A), and zstd on that link,
 # in one guest run (see guest-wan.sh); prints the tables and their goals
 # (the [goal ...] lines); and a bitmap resync under 4 KiB sync writes on a
-# 1 Gbit/s link (RS_LINK), with the guest's CPU.
+# 1 Gbit/s link (RS_LINK), with the guest's CPU, and beside it the same
+# writes on a disk that nothing replicates.
 # Usage: tests/bench/bench-wan.sh [build dir]
 # env: TOTAL_MB (480) BURST_MB (256) RESYNC_MB (512) LOAD_S (20) RING_MB (768)
 #      PARTS ("replay replay-disk zstd resync") PROFILE (0) DIRTY_BG_MB (16)
@@ -18,7 +19,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 . "$SRC/tests/bench/throttle-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
-throttle_bench wan 4 --mem 3072 --disk-size 2G --timeout 7200 \
+throttle_bench wan 5 --mem 3072 --disk-size 2G --timeout 7200 \
 	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
 	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
 	--env PARTS="${PARTS:-replay replay-disk zstd resync}" --env PROFILE="${PROFILE:-0}" \

@@ -30,9 +30,13 @@
 #    resync, then alone again: the writes' p99 during it against the mean
 #    of the two alone runs, and the resync's rate during the load against
 #    what the writes leave of the link (iperf3 on that link) and against
-#    the resync alone.
+#    the resync alone.  Then the control: the same writes on a disk that
+#    nothing replicates (vde), alone, during a third such resync (which
+#    then has no writes of its own to yield to) and alone again: what a
+#    resync costs writes that do not share its path, only the guest.
 #
-# Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD.
+# Disks: vda/vdb for dm-repl (primary/secondary), vdc/vdd for DRBD, vde
+# for the resync part's control.
 # env: TOTAL_MB (default 480), BURST_MB (default 256), RESYNC_MB (default
 #      512), LOAD_S (default 20), PARTS (default "replay replay-disk zstd
 #      resync"), DISK_MB (default twice the link's TCP rate),
@@ -299,10 +303,11 @@ tc qdisc del dev lo root
 # p99 JSON : the write p99 completion latency of a fio result, in us
 p99() { jq '.jobs[0].write.clat_ns.percentile["99.000000"] / 1000' "$1"; }
 mean() { jq '.jobs[0].write.clat_ns.mean / 1000' "$1"; }
-# load NAME SECONDS : 4 KiB qd1 random sync writes for SECONDS in the last GiB
-# (exec: in the background, its pid is fio's)
+# load NAME SECONDS [DEV] : 4 KiB qd1 random writes for SECONDS in the
+# last GiB of DEV (the repl device: sync writes) (exec: in the background,
+# its pid is fio's)
 load() {
-	exec fio --name="$1" --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=1 \
+	exec fio --name="$1" --filename="${3:-/dev/mapper/r0}" --rw=randwrite --bs=4k --iodepth=1 \
 		--direct=1 --ioengine=libaio --offset=1G --size=768M --runtime="$2" \
 		--time_based --randrepeat=0 --eta=never --output-format=json \
 		--output="$R/$1.json" > /dev/null
@@ -317,9 +322,9 @@ if has resync; then
 	iperf3 -c 127.0.0.1 -p 5203 -t 8 -J > $R/iperf-rs.json || fail "iperf3 $RS_LINK"
 	LINK_RS=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-rs.json)
 	log "$RS_LINK TCP (iperf3): $LINK_RS MB/s"
-	# resync NAME [LOAD] : a bitmap resync of RESYNC_MB (its regions
+	# resync NAME [LOAD [DEV]] : a bitmap resync of RESYNC_MB (its regions
 	# written twice while the peer is away: more than the ring holds), with
-	# the writes of load LOAD from its start to its end if given; appends
+	# the writes of load LOAD (on DEV) from its start to its end if given; appends
 	# "NAME MB/s guest-CPU-busy-%" to $R/resyncs
 	resync() {
 		timeout 60 "$REPLCTL" disconnect r0 beta > /dev/null || fail "disconnect"
@@ -340,7 +345,7 @@ if has resync; then
 		_c0=$(guest_ticks)
 		_fio=
 		if [ -n "${2:-}" ]; then
-			load "$2" 3600 &
+			load "$2" 3600 "${3:-}" &
 			_fio=$!
 		fi
 		_t0=$(now_ms)
@@ -391,6 +396,12 @@ if has resync; then
 	P99_ALONE=$(p99 $R/alone.json)
 	P99_ALONE2=$(p99 $R/alone2.json)
 	P99_DURING=$(p99 $R/during.json)
+	# the control: the same writes on vde, which nothing replicates
+	(load ctl-alone "$LOAD_S" /dev/vde) || fail "fio control alone"
+	resync rs-ctl ctl-during /dev/vde
+	(load ctl-alone2 "$LOAD_S" /dev/vde) || fail "fio control alone after"
+	RS_CTL=$(awk '$1 == "rs-ctl" { print $2 }' $R/resyncs)
+	CPU_CTL=$(awk '$1 == "rs-ctl" { print $3 }' $R/resyncs)
 	tc qdisc del dev lo root
 fi
 
@@ -454,6 +465,15 @@ if has resync; then
 		printf "BENCH-TABLE writes alone, after | %.0f | %.0f | - | - | %.1f | -\n", ma2, a2, l
 		al = (a + a2) / 2
 		printf "BENCH-GOAL resync under load: writes p99 %.2f x alone (the mean of before and after) [goal <= 1.3]; resync %.2f x what the writes leave of the link [goal >= 0.8]; %.2f x the resync alone\n", d / al, r / (l - app), r / ra
+	}'
+	awk -v a="$(p99 $R/ctl-alone.json)" -v a2="$(p99 $R/ctl-alone2.json)" -v d="$(p99 $R/ctl-during.json)" \
+		-v ma="$(mean $R/ctl-alone.json)" -v ma2="$(mean $R/ctl-alone2.json)" -v md="$(mean $R/ctl-during.json)" \
+		-v r="$RS_CTL" -v l="$LINK_RS" -v cd="$CPU_CTL" 'BEGIN {
+		printf "BENCH-TABLE control: 4k qd1 writes on a disk nothing replicates | mean us | p99 us | resync MB/s | link MB/s | guest CPU busy %%\n"
+		printf "BENCH-TABLE control writes alone, before | %.0f | %.0f | - | %.1f | -\n", ma, a, l
+		printf "BENCH-TABLE control writes during a bitmap resync | %.0f | %.0f | %.1f | %.1f | %s\n", md, d, r, l, cd
+		printf "BENCH-TABLE control writes alone, after | %.0f | %.0f | - | %.1f | -\n", ma2, a2, l
+		printf "BENCH-GOAL control: writes that do not go through dm-repl, p99 %.2f x alone during a resync at %.2f x the link\n", d / ((a + a2) / 2), r / l
 	}'
 fi
 if has zstd; then
