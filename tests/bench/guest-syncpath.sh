@@ -14,10 +14,9 @@
 # to the raw disk is the part of a sync write that any consumer in user
 # space pays: the hand-off to it and the one back to the application.
 # env: RUNTIME seconds per untraced run (default 8); ROUNDS (default 3);
-# TRANSPORT plain (the
-# default), ktls or user: the link is TLS 1.3 with a PSK, the primary
-# sending through the kernel or OpenSSL; CIPHER aes-128-gcm (default) or
-# chacha20-poly1305
+# TRANSPORT plain (the default), ktls or user: the link is TLS 1.3 with a
+# PSK, the primary sending through the kernel or OpenSSL; CIPHER
+# aes-128-gcm (default) or chacha20-poly1305
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
@@ -84,8 +83,8 @@ python3 "$DMREPL_SRC_DIR/tests/bench/syncpath.py" /tmp/syncpath.txt "$FIO" "$ALP
 repld_stop
 dmsetup remove r0
 
-# the raw disk, dm-linear, the ring alone and the floor, interleaved (the replicas no
-# longer matter: vda is written without its peer from here on)
+# the raw disk, dm-linear, the ring alone and the floor, interleaved (the
+# replicas no longer matter: vda is written without its peer from here on)
 for round in $(seq "$ROUNDS"); do
 	log "round $round of $ROUNDS: raw, dm-linear, the ring alone, the floor"
 	lat /dev/vda >> $R/raw
