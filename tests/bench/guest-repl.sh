@@ -105,29 +105,11 @@ written_all() { repld_caught_up written; }
 # ---- DRBD 8.4: resource a (vdc, primary, /dev/drbd10) <-> b (vdd)
 drbd_up $R
 
-# floor : the floor of a sync 4k qd1 write, appended to $R/floor (us): the
-# loopback 4 KiB request/response time, and the secondary disk's 4k qd1
-# latency (vdb beyond the part the runs replicate)
-floor() {
-	"$DMREPL_BUILD_DIR/tests/tools/repl-tcprr" server --port 7998 --size 4096 &
-	_rr=$!
-	sleep 0.3
-	_rtt=$("$DMREPL_BUILD_DIR/tests/tools/repl-tcprr" client --port 7998 --size 4096 \
-		--count 20000 --warmup 1000 | sed -n 's/.* ms=\([0-9.]*\).*/\1/p')
-	wait $_rr || fail "repl-tcprr"
-	fio --name=floor-disk --filename=/dev/vdb --rw=randwrite --bs=4k --iodepth=1 --direct=1 \
-		--ioengine=libaio --offset=1G --size=512M --runtime="$RUNTIME" --time_based --ramp_time=2 \
-		--randrepeat=0 --eta=never --output-format=json --output="$R/floor-disk.json" ||
-		fail "fio floor-disk"
-	_disk=$(jq '.jobs[0].write.lat_ns.mean / 1000' "$R/floor-disk.json")
-	awk -v r="$_rtt" -v d="$_disk" 'BEGIN { printf "%.1f %.1f %.1f\n", r * 1000 + d, r * 1000, d }' >> $R/floor
-}
-
 # ---- the main matrix, interleaved so every setup sees the same machine
 r=0
 while [ $r -lt "$ROUNDS" ]; do
 	log "round $((r + 1)) of $ROUNDS"
-	floor
+	sync_floor "$RUNTIME" >> $R/floor
 	matrix raw /dev/vda
 	set_mode async async
 	matrix replA /dev/mapper/r0

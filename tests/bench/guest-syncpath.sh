@@ -98,22 +98,13 @@ for round in $(seq "$ROUNDS"); do
 	[ "$(repl_st r0 state)" = ok ] || fail "ring alone: state $(repl_st r0 state)"
 	consumer_stop
 	dmsetup remove r0
-	"$DMREPL_BUILD_DIR/tests/tools/repl-tcprr" server --port 7998 --size 4096 &
-	RR=$!
-	sleep 0.3
-	"$DMREPL_BUILD_DIR/tests/tools/repl-tcprr" client --port 7998 --size 4096 \
-		--count 20000 --warmup 1000 | sed -n 's/.* ms=\([0-9.]*\).*/\1/p' |
-		awk '{ print $1 * 1000 }' >> $R/rr
-	wait $RR || fail "repl-tcprr"
-	fio --name=floor-disk --filename=/dev/vdb --rw=randwrite --bs=4k --iodepth=1 --direct=1 \
-		--ioengine=libaio --offset=1G --size=512M --runtime="$RUNTIME" --time_based --ramp_time=1 \
-		--randrepeat=0 --eta=never --output-format=json > $R/vdb.json || fail "fio on vdb"
-	jq -r '.jobs[0].write.lat_ns.mean / 1000' $R/vdb.json >> $R/vdb
+	sync_floor "$RUNTIME" >> $R/floor
 done
-for f in raw linear ring rr vdb; do echo "BENCH $f, $ROUNDS rounds: $(tr '\n' ' ' < $R/$f)us"; done
+for f in raw linear ring; do echo "BENCH $f, $ROUNDS rounds: $(tr '\n' ' ' < $R/$f)us"; done
+echo "BENCH floor, request/response, vdb, $ROUNDS rounds: $(tr '\n' ';' < $R/floor) us"
 awk -v repl="$(median < $R/repl)" -v raw="$(median < $R/raw)" -v lin="$(median < $R/linear)" \
 	-v ring="$(median < $R/ring)" \
-	-v rr="$(median < $R/rr)" -v vdb="$(median < $R/vdb)" 'BEGIN {
+	-v rr="$(cut -d' ' -f2 $R/floor | median)" -v vdb="$(cut -d' ' -f3 $R/floor | median)" 'BEGIN {
 	fl = rr + vdb
 	printf "BENCH raw /dev/vda 4k qd1 mean latency (median): %.0f us\n", raw
 	printf "BENCH dm-linear over it: %.0f us, %.0f us over raw\n", lin, lin - raw
