@@ -2,8 +2,8 @@
 /*
  * A primary's connection to one secondary: connect with backoff, the
  * send queue, splicing of ring payloads, the incremental reader, keepalives
- * and timeouts.  Replication (primary.c, stream.c) and resync (resync.c)
- * queue their frames here alike.
+ * and timeouts.  Replication (primary/primary.c, primary/stream.c) and
+ * resync (primary/resync.c) queue their frames here alike.
  *
  * The owner embeds a struct peer and is told what happens through struct
  * peer_ops: the connection is up (TCP, and TLS when the resource has it:

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Fuzz target for the primary's handling of what a secondary sends
- * (daemon/repld/peer.c: peer_read(); primary.c: the frames; handshake.c:
+ * (daemon/repld/peer.c: peer_read(); primary/primary.c: the frames; handshake.c:
  * its Hello and PeerBitmap; stream.c: Acks, ResyncFlushed, release; and
  * resync.c: HashReply).
  *

@@ -6,7 +6,8 @@
 #    lib/apply <- repld; the three libraries in the middle use nothing of
 #    each other; a library never logs (no log_* outside log.c);
 #  - one prefix per file for its external names (file foo-bar.c: foo_bar_*;
-#    metadata.c: md_*), and no name at all in libdevmapper's dm_ namespace.
+#    metadata.c: md_*; the folder does not count: repld's primary/stream.c
+#    is stream_*), and no name at all in libdevmapper's dm_ namespace.
 # Usage: layers.sh <libreplcommon.a> <libreplring.a> <libreplwire.a>
 #                  <libreplapply.a> <libreplcore.a>
 set -eu
@@ -66,7 +67,9 @@ fi
 
 # 3. one prefix per file; nothing named dm_*
 awk '$2 ~ /^[TDRBC]$/ {
-	f = $1; sub(/.*\//, "", f); sub(/\.c$/, "", f); gsub(/-/, "_", f)
+	f = $1; sub(/.*\//, "", f); sub(/\.c$/, "", f)
+	if ($1 ~ /^libreplcore\//) sub(/^(primary|secondary)_/, "", f)
+	gsub(/-/, "_", f)
 	if (f == "metadata") f = "md"
 	if (index($3, f "_") != 1) print "  " $1 ": " $3 " (want the prefix " f "_)" }' \
 	"$tmp/defs" > "$tmp/prefix"
