@@ -2,7 +2,7 @@
 /*
  * The manager: signals, the periodic tick, systemd notifications, the
  * configuration and its reload, the common control commands, and the role
- * (primary.c or secondary.c), chosen once through its struct role_ops.
+ * (primary/ or secondary/), chosen once through its struct role_ops.
  */
 #include <errno.h>
 #include <inttypes.h>

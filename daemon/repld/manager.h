@@ -3,9 +3,9 @@
  * The repld manager: one resource, one role, one event loop.
  *
  * It owns the configuration, the loop (loop.c), the control socket
- * (ctl.c) and the role: the primary (primary.c: owns -- finds or creates --
+ * (ctl.c) and the role: the primary (primary/: owns -- finds or creates --
  * the repl device, consumes its ring and ships every record to every peer)
- * or the secondary (secondary.c: accepts the configured primary and writes
+ * or the secondary (secondary/: accepts the configured primary and writes
  * its records).  It reloads the configuration on SIGHUP, drains on SIGTERM,
  * talks to systemd, and switches roles on request (replctl primary /
  * secondary) by ending the run so that the caller starts the other role.

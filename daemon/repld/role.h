@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * What the manager asks of a role (primary.c, secondary.c), and what a
+ * What the manager asks of a role (primary/, secondary/), and what a
  * role gets from the manager.  The manager picks the role's operations
  * once, at start; it never looks inside a role, and a role never calls the
  * manager: it reads its environment and acts on the loop.

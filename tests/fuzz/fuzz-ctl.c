@@ -7,9 +7,9 @@
  * Input: the bytes a client sends, at most CTL_MAX_REQUEST of them, as the
  * socket takes them.  Each input is answered four times: as root and as a
  * member of the control group, by a primary's tables and by a
- * secondary's.  The tables are repld's (manager.c, admin.c, secondary.c):
- * the same names and refusals, and handlers that read the arguments the
- * real ones read and then stop, touching nothing.
+ * secondary's.  The tables are repld's (manager.c, primary/admin.c,
+ * secondary/secondary.c): the same names and refusals, and handlers that
+ * read the arguments the real ones read and then stop, touching nothing.
  *
  * Every reply must be an object with a boolean "ok", a non-empty "error"
  * when it is false, and survive a round trip through its text; a member of

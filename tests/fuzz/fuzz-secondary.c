@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Fuzz target for the secondary's message handling (daemon/repld/
- * secondary.c: the candidate connection and its Hello, then the primary's
+ * secondary/: the candidate connection and its Hello, then the primary's
  * connection: Data and resync blocks into the write engine, hash requests,
  * resync flushes, the Acks it sends back).
  *
