@@ -173,6 +173,30 @@ static void manager_warn_transport(const struct config *c)
 			    c->resource);
 }
 
+/*
+ * Through repl.conf's table: a setting that cannot change on a reload
+ * (resource, node, device) refuses it; one read only at the start is
+ * named, for a restart to apply.  -EINVAL when refused.
+ */
+static int manager_reload_check(const struct config *c, const struct config *n)
+{
+	const struct config_setting *t;
+	int r = 0;
+
+	for (t = config_settings; t->name; t++)
+		if (t->reload == CONFIG_RELOAD_NEVER && config_setting_changed(t, c, n)) {
+			log_error("reload: %s cannot change on reload (restart repld with the new configuration); keeping the running configuration",
+				  t->name);
+			r = -EINVAL;
+		}
+	if (r < 0)
+		return r;
+	for (t = config_settings; t->name; t++)
+		if (t->reload == CONFIG_RELOAD_RESTART && config_setting_changed(t, c, n))
+			log_warning("reload: %s changed: restart repld to apply it", t->name);
+	return 0;
+}
+
 static void manager_reload(struct manager *m)
 {
 	struct config *c = m->env.cfg, *n = NULL;
@@ -188,9 +212,7 @@ static void manager_reload(struct manager *m)
 	}
 	/* the role is runtime state: repl.conf's gives only the first */
 	n->role = c->role;
-	if (strcmp(n->resource, c->resource) || strcmp(n->node, c->node) ||
-	    strcmp(n->device, c->device)) {
-		log_error("reload: resource, node and device cannot change on reload; keeping the running configuration");
+	if (manager_reload_check(c, n) < 0) {
 		config_free(n);
 		goto out;
 	}

@@ -121,10 +121,12 @@ static int sim_set_mode(void *ctx, bool sync)
 		      sim_state(s, 0, DM_REPL_STATE_SYNC | DM_REPL_STATE_DEGRADED);
 }
 
+/* like the target's hold_timeout_ms message; said on stdout for the tests */
 static int sim_set_hold(void *ctx, unsigned int ms)
 {
 	(void)ctx;
-	(void)ms;
+	printf("repl-simprimary: hold timeout set to %u ms\n", ms);
+	fflush(stdout);
 	return 0;
 }
 

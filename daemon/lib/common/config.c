@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,36 +195,231 @@ int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
 	return 0;
 }
 
-static const char *const root_keys[] = {
-	"resource", "node", "role", "device", "meta-device", "listen", "state-dir",
-	"control-socket", "control-group", "ring-size-mb", "hold-timeout-ms", "region-kb",
-	"extent-kb", "max-extents", "record-kb",
-	"on-peer-loss", "keepalive-ms", "peer-timeout-ms", "reconnect-min-ms",
-	"reconnect-max-ms", "checkpoint-ms", "drain-timeout-ms", "peers", "resync-checksums",
-	"initial-sync", "after-split-brain", "dm-name", "resync-snapshot", "resync-rate-mb",
-	"resync-min-rate-mb",
-	"congestion-fill-pct", "transport", "tls-ca", "tls-cert", "tls-key", "tls-psk-file",
-	"tls-ktls", "tls-ciphersuites", "fence-peer", "fence-peer-timeout-ms", NULL,
+/*
+ * The settings of repl.conf(5), in the manual's order: the reader checks
+ * names against these tables, gives the defaults and checks the ranges of
+ * the numbers, booleans and choices from them; a reload compares through
+ * them.  Strings are checked by the code that reads them (cfg_names,
+ * cfg_paths, cfg_transport, cfg_fence_peer, cfg_peer_*).
+ */
+#define CF(f)		offsetof(struct config, f), sizeof(((struct config *)0)->f), CONFIG_CMP_BYTES
+#define CT(f)		offsetof(struct config, f), sizeof(((struct config *)0)->f), CONFIG_CMP_TEXT
+#define PF(f)		offsetof(struct config_peer, f), sizeof(((struct config_peer *)0)->f), CONFIG_CMP_BYTES
+#define NOF		0, 0, CONFIG_CMP_NONE
+#define UINT(lo, hi, d)	CONFIG_T_UINT, lo, hi, d, NULL
+#define POW2(lo, hi, d)	CONFIG_T_POW2, lo, hi, d, NULL
+#define BOOL(d)		CONFIG_T_BOOL, 0, 1, d, NULL
+#define CHOICE(d, ...)	CONFIG_T_CHOICE, 0, 0, d, (const char *const[]){ __VA_ARGS__, NULL }
+#define STR		CONFIG_T_STRING, 0, 0, 0, NULL
+#define LIVE		CONFIG_RELOAD_LIVE
+#define RESTART		CONFIG_RELOAD_RESTART
+#define NEVER		CONFIG_RELOAD_NEVER
+
+const struct config_setting config_settings[] = {
+	{ "resource", STR, CT(resource), NEVER },
+	{ "node", STR, CT(node), NEVER },
+	/* repl.conf's role is the first start's only: never compared */
+	{ "role", STR, NOF, LIVE },
+	{ "device", STR, CT(device), NEVER },
+	{ "dm-name", STR, CT(dm_name), RESTART },
+	{ "meta-device", STR, CT(meta_device), RESTART },
+	{ "resync-snapshot", STR, CT(resync_snapshot), LIVE },
+	{ "listen", STR, CT(listen.text), RESTART },
+	{ "state-dir", STR, CT(state_dir), RESTART },
+	{ "control-socket", STR, CT(control_socket), RESTART },
+	{ "control-group", STR, CF(control_group), RESTART },
+	{ "ring-size-mb", UINT(4, 4096, 64), CF(ring_size_mb), RESTART },
+	{ "hold-timeout-ms", UINT(1, 60000, 5000), CF(hold_timeout_ms), LIVE },
+	{ "region-kb", POW2(4, 1048576, 64), CF(region_kb), RESTART },
+	/* 0: the default, region-kb or DM_REPL_DEFAULT_EXTENT_KB */
+	{ "extent-kb", UINT(4, 1048576, 0), CF(extent_kb), RESTART },
+	{ "max-extents", UINT(1, 16777216, DM_REPL_DEFAULT_MAX_EXTENTS), CF(max_extents), RESTART },
+	{ "record-kb", POW2(DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB, DM_REPL_DEFAULT_RECORD_KB),
+	  CF(record_kb), RESTART },
+	{ "on-peer-loss", CHOICE(LOSS_DEGRADE, "degrade", "block"), CF(on_peer_loss), LIVE },
+	{ "keepalive-ms", UINT(50, 60000, 1000), CF(keepalive_ms), LIVE },
+	{ "congestion-fill-pct", UINT(0, 99, 50), CF(congestion_fill_pct), LIVE },
+	{ "peer-timeout-ms", UINT(100, 600000, 5000), CF(peer_timeout_ms), LIVE },
+	{ "reconnect-min-ms", UINT(10, 60000, 100), CF(reconnect_min_ms), LIVE },
+	{ "reconnect-max-ms", UINT(10, 600000, 5000), CF(reconnect_max_ms), LIVE },
+	{ "checkpoint-ms", UINT(10, 600000, 1000), CF(checkpoint_ms), LIVE },
+	{ "drain-timeout-ms", UINT(0, 600000, 10000), CF(drain_timeout_ms), LIVE },
+	{ "resync-checksums", BOOL(false), CF(resync_checksums), LIVE },
+	{ "resync-rate-mb", UINT(0, 100000, 0), CF(resync_rate_mb), LIVE },
+	{ "resync-min-rate-mb", UINT(1, 100000, CONFIG_RESYNC_MIN_RATE_MB), CF(resync_min_rate_mb),
+	  LIVE },
+	{ "initial-sync", CHOICE(0, "full", "skip"), CF(skip_initial_sync), LIVE },
+	{ "after-split-brain", CHOICE(ASB_DISCONNECT, "disconnect", "discard-younger-primary",
+				      "discard-least-changes"), CF(after_split_brain), LIVE },
+	{ "transport", STR, CF(transport), LIVE },
+	{ "tls-ca", STR, CT(tls_ca), LIVE },
+	{ "tls-cert", STR, CT(tls_cert), LIVE },
+	{ "tls-key", STR, CT(tls_key), LIVE },
+	{ "tls-psk-file", STR, CT(tls_psk_file), LIVE },
+	{ "tls-ktls", BOOL(true), CF(tls_ktls), LIVE },
+	{ "tls-ciphersuites", STR, CT(tls_ciphersuites), LIVE },
+	{ "fence-peer", STR, CT(fence_peer), LIVE },
+	{ "fence-peer-timeout-ms", UINT(100, 3600000, 60000), CF(fence_peer_timeout_ms), LIVE },
+	/* peers added, removed and changed by the role's reload */
+	{ "peers", CONFIG_T_LIST, 0, 0, 0, NULL, NOF, LIVE },
+	{ .name = NULL },
 };
 
-static const char *const peer_keys[] = {
-	"name", "address", "mode", "compress", "compress-level", "rate-limit", NULL,
+/* in each group of peers; the role's reload applies them */
+const struct config_setting config_peer_settings[] = {
+	{ "name", STR, NOF, LIVE },
+	{ "address", STR, NOF, LIVE },
+	{ "mode", CHOICE(MODE_ASYNC, "async", "semi-sync", "sync"), PF(mode), LIVE },
+	{ "compress", CHOICE(COMPRESS_NONE, "none", "zstd"), PF(compress), LIVE },
+	{ "compress-level", UINT(1, CONFIG_ZSTD_LEVEL_MAX, CONFIG_ZSTD_LEVEL_DEFAULT),
+	  PF(compress_level), LIVE },
+	{ "rate-limit", STR, NOF, LIVE },
+	{ .name = NULL },
 };
+
+#undef CF
+#undef CT
+#undef PF
+#undef NOF
+#undef UINT
+#undef POW2
+#undef BOOL
+#undef CHOICE
+#undef STR
+#undef LIVE
+#undef RESTART
+#undef NEVER
+
+const struct config_setting *config_setting_find(const struct config_setting *table,
+						 const char *name)
+{
+	for (; table->name; table++)
+		if (!strcmp(table->name, name))
+			return table;
+	return NULL;
+}
+
+bool config_setting_changed(const struct config_setting *t, const void *a, const void *b)
+{
+	const char *pa = (const char *)a + t->offset, *pb = (const char *)b + t->offset;
+
+	switch (t->cmp) {
+	case CONFIG_CMP_NONE:
+		return false;
+	case CONFIG_CMP_TEXT:
+		return strncmp(pa, pb, t->size) != 0;
+	case CONFIG_CMP_BYTES:
+		return memcmp(pa, pb, t->size) != 0;
+	}
+	return false;
+}
+
+/* "a, b or c" */
+static void cfg_choices_text(const char *const *ch, char *buf, size_t len)
+{
+	size_t n = 0;
+	unsigned int i;
+
+	buf[0] = '\0';
+	for (i = 0; ch[i]; i++)
+		n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s",
+				      !i ? "" : ch[i + 1] ? ", " : " or ", ch[i]);
+}
+
+static void cfg_store(const struct config_setting *t, void *base, unsigned int v)
+{
+	char *p = (char *)base + t->offset;
+
+	if (t->size == sizeof(bool)) {
+		bool b = v != 0;
+
+		memcpy(p, &b, sizeof(b));
+	} else {
+		memcpy(p, &v, sizeof(v));
+	}
+}
+
+static int cfg_number(struct cfg_ctx *x, const config_setting_t *s,
+		      const struct config_setting *t, const char *who, unsigned int *ret)
+{
+	long long v;
+
+	if (config_setting_type(s) != CONFIG_TYPE_INT && config_setting_type(s) != CONFIG_TYPE_INT64)
+		return cfg_fail(x, s, "%s%s: expected an integer in %u..%u", who, t->name, t->min,
+				t->max);
+	v = config_setting_get_int64(s);
+	if (v < t->min || v > t->max)
+		return cfg_fail(x, s, "%s%s: %lld is out of range %u..%u", who, t->name, v, t->min,
+				t->max);
+	if (t->type == CONFIG_T_POW2 && (v & (v - 1)))
+		return cfg_fail(x, s, "%s%s: must be a power of 2 in %u..%u", who, t->name, t->min,
+				t->max);
+	*ret = (unsigned int)v;
+	return 0;
+}
+
+static int cfg_choice(struct cfg_ctx *x, const config_setting_t *s,
+		      const struct config_setting *t, const char *who, unsigned int *ret)
+{
+	const char *v = config_setting_get_string(s);
+	char list[256];
+	unsigned int i;
+
+	cfg_choices_text(t->choices, list, sizeof(list));
+	if (!v)
+		return cfg_fail(x, s, "%s%s: expected a string: %s", who, t->name, list);
+	for (i = 0; t->choices[i]; i++)
+		if (!strcmp(v, t->choices[i])) {
+			*ret = i;
+			return 0;
+		}
+	return cfg_fail(x, s, "%s%s '%s': expected %s", who, t->name, v, list);
+}
+
+/*
+ * The numbers, booleans and choices of a group into base (a struct config
+ * or a struct config_peer): the table's default, or the value checked
+ * against the table.  who prefixes the messages ("peer 'beta': ").
+ */
+static int cfg_values(struct cfg_ctx *x, const config_setting_t *group,
+		      const struct config_setting *table, void *base, const char *who)
+{
+	const struct config_setting *t;
+	int r = 0;
+
+	for (t = table; t->name; t++) {
+		const config_setting_t *s;
+		unsigned int v = t->def;
+
+		if (t->type == CONFIG_T_STRING || t->type == CONFIG_T_LIST)
+			continue;
+		s = config_setting_get_member(group, t->name);
+		if (s && t->type == CONFIG_T_BOOL) {
+			if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+				return cfg_fail(x, s, "%s%s: expected true or false", who, t->name);
+			v = (unsigned int)config_setting_get_bool(s);
+		} else if (s && t->type == CONFIG_T_CHOICE) {
+			r = cfg_choice(x, s, t, who, &v);
+		} else if (s) {
+			r = cfg_number(x, s, t, who, &v);
+		}
+		if (r < 0)
+			return r;
+		cfg_store(t, base, v);
+	}
+	return 0;
+}
 
 static int cfg_check_keys(struct cfg_ctx *x, const config_setting_t *group,
-			  const char *const *keys, const char *where)
+			  const struct config_setting *table, const char *where)
 {
 	int i, n = config_setting_length(group);
 
 	for (i = 0; i < n; i++) {
 		const config_setting_t *s = config_setting_get_elem(group, (unsigned int)i);
 		const char *name = config_setting_name(s);
-		const char *const *k;
 
-		for (k = keys; *k; k++)
-			if (name && !strcmp(name, *k))
-				break;
-		if (!*k)
+		if (!name || !config_setting_find(table, name))
 			return cfg_fail(x, s, "unknown setting '%s'%s", name ? name : "?", where);
 	}
 	return 0;
@@ -249,60 +445,16 @@ static int cfg_string(struct cfg_ctx *x, const config_setting_t *group, const ch
 	return 1;
 }
 
-static int cfg_uint(struct cfg_ctx *x, const config_setting_t *group, const char *name,
-		    unsigned int min, unsigned int max, unsigned int *ret)
-{
-	const config_setting_t *s = config_setting_get_member(group, name);
-	long long v;
-
-	if (!s)
-		return 0;
-	if (config_setting_type(s) != CONFIG_TYPE_INT && config_setting_type(s) != CONFIG_TYPE_INT64)
-		return cfg_fail(x, s, "%s: expected an integer", name);
-	v = config_setting_get_int64(s);
-	if (v < min || v > max)
-		return cfg_fail(x, s, "%s: %lld is out of range %u..%u", name, v, min, max);
-	*ret = (unsigned int)v;
-	return 1;
-}
-
-/* cfg_uint() for a size that must also be a power of 2 */
-static int cfg_uint_pow2(struct cfg_ctx *x, const config_setting_t *group, const char *name,
-			 unsigned int min, unsigned int max, unsigned int *ret)
-{
-	int r = cfg_uint(x, group, name, min, max, ret);
-
-	if (r > 0 && (*ret & (*ret - 1)))
-		return cfg_fail(x, config_setting_get_member(group, name),
-				"%s: must be a power of 2", name);
-	return r;
-}
-
-/* A peer's compress, compress-level and rate-limit. */
+/* A peer's compress-level (the table read it) and rate-limit. */
 static int cfg_peer_wan(struct cfg_ctx *x, const config_setting_t *p, struct config_peer *cp)
 {
 	const config_setting_t *lvl = config_setting_get_member(p, "compress-level");
-	char comp[32] = "none", rate[64] = "";
-	unsigned int level = CONFIG_ZSTD_LEVEL_DEFAULT;
+	char rate[64] = "";
 	int r;
 
-	r = cfg_string(x, p, "compress", false, comp, sizeof(comp));
-	if (r < 0)
-		return r;
-	if (!strcmp(comp, "none"))
-		cp->compress = COMPRESS_NONE;
-	else if (!strcmp(comp, "zstd"))
-		cp->compress = COMPRESS_ZSTD;
-	else
-		return cfg_fail(x, p, "peer '%s': compress '%s': expected none or zstd",
-				cp->name, comp);
-	r = cfg_uint(x, p, "compress-level", 1, CONFIG_ZSTD_LEVEL_MAX, &level);
-	if (r < 0)
-		return r;
 	if (lvl && cp->compress == COMPRESS_NONE)
 		return cfg_fail(x, lvl, "peer '%s': compress-level without compress = \"zstd\"",
 				cp->name);
-	cp->compress_level = (int)level;
 	r = cfg_string(x, p, "rate-limit", false, rate, sizeof(rate));
 	if (r < 0)
 		return r;
@@ -338,11 +490,11 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 	for (i = 0; i < c->nr_peers; i++) {
 		const config_setting_t *p = config_setting_get_elem(list, i);
 		struct config_peer *cp = &c->peers[i];
-		char addr[256] = "", mode[32] = "async";
+		char addr[256] = "", who[CONFIG_NAME_MAX + 16];
 
 		if (!config_setting_is_group(p))
 			return cfg_fail(x, p, "peers: each peer is a group { name = ...; }");
-		r = cfg_check_keys(x, p, peer_keys, " in a peer");
+		r = cfg_check_keys(x, p, config_peer_settings, " in a peer");
 		if (r < 0)
 			return r;
 		r = cfg_string(x, p, "name", true, cp->name, sizeof(cp->name));
@@ -379,12 +531,10 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 			snprintf(cp->address.text, sizeof(cp->address.text), "%s", addr);
 			cp->has_address = true;
 		}
-		r = cfg_string(x, p, "mode", false, mode, sizeof(mode));
+		snprintf(who, sizeof(who), "peer '%s': ", cp->name);
+		r = cfg_values(x, p, config_peer_settings, cp, who);
 		if (r < 0)
 			return r;
-		if (config_mode_parse(mode, &cp->mode) < 0)
-			return cfg_fail(x, p, "peer '%s': mode '%s': expected async, semi-sync or sync",
-					cp->name, mode);
 		r = cfg_peer_wan(x, p, cp);
 		if (r < 0)
 			return r;
@@ -415,14 +565,10 @@ static int cfg_transport(struct cfg_ctx *x, const config_setting_t *root, struct
 {
 	static const char *const keys[] = { "tls-ca", "tls-cert", "tls-key", "tls-psk-file" };
 	char *const vals[] = { c->tls_ca, c->tls_cert, c->tls_key, c->tls_psk_file };
-	const config_setting_t *k = config_setting_get_member(root, "tls-ktls");
 	char t[32] = "tls";
 	unsigned int i, certs = 0;
 	int r, suites;
 
-	if (k && config_setting_type(k) != CONFIG_TYPE_BOOL)
-		return cfg_fail(x, k, "tls-ktls: expected true or false");
-	c->tls_ktls = !k || config_setting_get_bool(k);
 	if ((r = cfg_string(x, root, "transport", false, t, sizeof(t))) < 0)
 		return r;
 	suites = cfg_string(x, root, "tls-ciphersuites", false, c->tls_ciphersuites,
@@ -484,10 +630,6 @@ static int cfg_fence_peer(struct cfg_ctx *x, const config_setting_t *root, struc
 	struct stat st;
 	int r;
 
-	c->fence_peer_timeout_ms = 60000;
-	if ((r = cfg_uint(x, root, "fence-peer-timeout-ms", 100, 3600000,
-			  &c->fence_peer_timeout_ms)) < 0)
-		return r;
 	if ((r = cfg_string(x, root, "fence-peer", false, c->fence_peer,
 			    sizeof(c->fence_peer))) <= 0)
 		return r;
@@ -504,14 +646,12 @@ static int cfg_fence_peer(struct cfg_ctx *x, const config_setting_t *root, struc
 	return 0;
 }
 
-static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+/* resource, dm-name, node and role */
+static int cfg_names(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
 {
-	char role[32] = "", listen[256] = "", loss[32] = "degrade", group[64] = "";
+	char role[32] = "";
 	int r;
 
-	r = cfg_check_keys(x, root, root_keys, "");
-	if (r < 0)
-		return r;
 	if ((r = cfg_string(x, root, "resource", true, c->resource, sizeof(c->resource))) < 0)
 		return r;
 	if (!config_name_valid(c->resource))
@@ -540,6 +680,14 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	else
 		return cfg_fail(x, config_setting_get_member(root, "role"),
 				"role '%s': expected primary or secondary", role);
+	return 0;
+}
+
+/* device, meta-device, resync-snapshot: absolute paths ("-": no meta-device) */
+static int cfg_devices(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
+	int r;
+
 	if ((r = cfg_string(x, root, "device", true, c->device, sizeof(c->device))) < 0)
 		return r;
 	if (c->device[0] != '/')
@@ -558,6 +706,15 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 	if (c->resync_snapshot[0] && c->resync_snapshot[0] != '/')
 		return cfg_fail(x, config_setting_get_member(root, "resync-snapshot"),
 				"resync-snapshot: expected the absolute path of a device for the snapshot's copy-on-write store");
+	return 0;
+}
+
+/* listen, state-dir, control-socket, control-group */
+static int cfg_local(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
+	char listen[256] = "", group[64] = "";
+	int r;
+
 	if ((r = cfg_string(x, root, "listen", false, listen, sizeof(listen))) < 0)
 		return r;
 	if (r > 0) {
@@ -593,37 +750,12 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 		c->has_control_group = true;
 		c->control_group = g->gr_gid;
 	}
+	return 0;
+}
 
-	c->ring_size_mb = 64;
-	c->hold_timeout_ms = 5000;
-	c->region_kb = 64;
-	c->max_extents = DM_REPL_DEFAULT_MAX_EXTENTS;
-	c->record_kb = DM_REPL_DEFAULT_RECORD_KB;
-	c->keepalive_ms = 1000;
-	c->resync_min_rate_mb = CONFIG_RESYNC_MIN_RATE_MB;
-	c->peer_timeout_ms = 5000;
-	c->reconnect_min_ms = 100;
-	c->reconnect_max_ms = 5000;
-	c->checkpoint_ms = 1000;
-	c->drain_timeout_ms = 10000;
-	c->congestion_fill_pct = 50;
-	if ((r = cfg_uint(x, root, "ring-size-mb", 4, 4096, &c->ring_size_mb)) < 0 ||
-	    (r = cfg_uint(x, root, "hold-timeout-ms", 1, 60000, &c->hold_timeout_ms)) < 0 ||
-	    (r = cfg_uint_pow2(x, root, "region-kb", 4, 1048576, &c->region_kb)) < 0 ||
-	    (r = cfg_uint(x, root, "extent-kb", 4, 1048576, &c->extent_kb)) < 0 ||
-	    (r = cfg_uint(x, root, "max-extents", 1, 16777216, &c->max_extents)) < 0 ||
-	    (r = cfg_uint_pow2(x, root, "record-kb", DM_REPL_MIN_RECORD_KB,
-			       DM_REPL_MAX_RECORD_KB, &c->record_kb)) < 0 ||
-	    (r = cfg_uint(x, root, "keepalive-ms", 50, 60000, &c->keepalive_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "congestion-fill-pct", 0, 99, &c->congestion_fill_pct)) < 0 ||
-	    (r = cfg_uint(x, root, "peer-timeout-ms", 100, 600000, &c->peer_timeout_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "reconnect-min-ms", 10, 60000, &c->reconnect_min_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "reconnect-max-ms", 10, 600000, &c->reconnect_max_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "checkpoint-ms", 10, 600000, &c->checkpoint_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "drain-timeout-ms", 0, 600000, &c->drain_timeout_ms)) < 0 ||
-	    (r = cfg_uint(x, root, "resync-rate-mb", 0, 100000, &c->resync_rate_mb)) < 0 ||
-	    (r = cfg_uint(x, root, "resync-min-rate-mb", 1, 100000, &c->resync_min_rate_mb)) < 0)
-		return r;
+/* What one number says about another: extent-kb, reconnect-*, timeouts. */
+static int cfg_relations(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
 	if (!c->extent_kb)
 		c->extent_kb = c->region_kb > DM_REPL_DEFAULT_EXTENT_KB ? c->region_kb :
 			       DM_REPL_DEFAULT_EXTENT_KB;
@@ -635,49 +767,21 @@ static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct con
 		return cfg_fail(x, root, "reconnect-max-ms is below reconnect-min-ms");
 	if (c->peer_timeout_ms <= c->keepalive_ms)
 		return cfg_fail(x, root, "peer-timeout-ms must exceed keepalive-ms");
-	if ((r = cfg_string(x, root, "on-peer-loss", false, loss, sizeof(loss))) < 0)
-		return r;
-	if (!strcmp(loss, "degrade"))
-		c->on_peer_loss = LOSS_DEGRADE;
-	else if (!strcmp(loss, "block"))
-		c->on_peer_loss = LOSS_BLOCK;
-	else
-		return cfg_fail(x, config_setting_get_member(root, "on-peer-loss"),
-				"on-peer-loss '%s': expected degrade or block", loss);
-	{
-		const config_setting_t *b = config_setting_get_member(root, "resync-checksums");
-		char init[16] = "full";
+	return 0;
+}
 
-		if (b && config_setting_type(b) != CONFIG_TYPE_BOOL)
-			return cfg_fail(x, b, "resync-checksums: expected true or false");
-		c->resync_checksums = b && config_setting_get_bool(b);
-		if ((r = cfg_string(x, root, "initial-sync", false, init, sizeof(init))) < 0)
-			return r;
-		if (!strcmp(init, "skip"))
-			c->skip_initial_sync = true;
-		else if (strcmp(init, "full"))
-			return cfg_fail(x, config_setting_get_member(root, "initial-sync"),
-					"initial-sync '%s': expected full or skip", init);
-	}
-	{
-		char asb[32] = "disconnect";
+static int cfg_parse(struct cfg_ctx *x, const config_setting_t *root, struct config *c)
+{
+	int r;
 
-		if ((r = cfg_string(x, root, "after-split-brain", false, asb, sizeof(asb))) < 0)
-			return r;
-		if (!strcmp(asb, "disconnect"))
-			c->after_split_brain = ASB_DISCONNECT;
-		else if (!strcmp(asb, "discard-younger-primary"))
-			c->after_split_brain = ASB_DISCARD_YOUNGER;
-		else if (!strcmp(asb, "discard-least-changes"))
-			c->after_split_brain = ASB_DISCARD_LEAST;
-		else
-			return cfg_fail(x, config_setting_get_member(root, "after-split-brain"),
-					"after-split-brain '%s': expected disconnect, discard-younger-primary or discard-least-changes",
-					asb);
-	}
-	if ((r = cfg_fence_peer(x, root, c)) < 0)
-		return r;
-	if ((r = cfg_peers(x, root, c)) < 0)
+	if ((r = cfg_check_keys(x, root, config_settings, "")) < 0 ||
+	    (r = cfg_names(x, root, c)) < 0 ||
+	    (r = cfg_devices(x, root, c)) < 0 ||
+	    (r = cfg_local(x, root, c)) < 0 ||
+	    (r = cfg_values(x, root, config_settings, c, "")) < 0 ||
+	    (r = cfg_relations(x, root, c)) < 0 ||
+	    (r = cfg_fence_peer(x, root, c)) < 0 ||
+	    (r = cfg_peers(x, root, c)) < 0)
 		return r;
 	return cfg_transport(x, root, c);
 }

@@ -141,6 +141,52 @@ struct config {
 };
 
 /*
+ * The settings of repl.conf(5), as data (config.c): the top level's in
+ * config_settings, a peer group's in config_peer_settings, each table
+ * ended by a NULL name.  The reader checks and defaults from them; a
+ * reload compares an old and a new configuration through them.
+ */
+enum config_type {
+	CONFIG_T_UINT,		/* an integer in min..max */
+	CONFIG_T_POW2,		/* ... and a power of 2 */
+	CONFIG_T_BOOL,		/* true or false */
+	CONFIG_T_CHOICE,	/* one of choices: its index is stored */
+	CONFIG_T_STRING,	/* a string, checked where config.c reads it */
+	CONFIG_T_LIST,		/* a list of groups: peers */
+};
+
+enum config_reload {
+	CONFIG_RELOAD_LIVE,	/* a reload applies it */
+	CONFIG_RELOAD_RESTART,	/* read at the start only: a restart applies it */
+	CONFIG_RELOAD_NEVER,	/* a reload that changes it is refused */
+};
+
+enum config_cmp {
+	CONFIG_CMP_NONE,	/* no field to compare */
+	CONFIG_CMP_BYTES,
+	CONFIG_CMP_TEXT,	/* a NUL-terminated string */
+};
+
+struct config_setting {
+	const char *name;
+	enum config_type type;
+	unsigned int min, max;		/* UINT, POW2 */
+	unsigned int def;		/* UINT, POW2, BOOL; CHOICE: an index */
+	const char *const *choices;	/* CHOICE: NULL-terminated */
+	size_t offset, size;		/* the field, in struct config or config_peer */
+	enum config_cmp cmp;
+	enum config_reload reload;
+};
+
+extern const struct config_setting config_settings[];
+extern const struct config_setting config_peer_settings[];
+
+const struct config_setting *config_setting_find(const struct config_setting *table,
+						 const char *name);
+/* Whether setting t differs between a and b (both struct config or both config_peer). */
+bool config_setting_changed(const struct config_setting *t, const void *a, const void *b);
+
+/*
  * Load and validate a configuration.  On failure returns a negative errno
  * and a one-line reason ("r0.conf:12: mode: expected async, semi-sync or
  * sync") in err.

@@ -10,7 +10,11 @@
  * which names neither, can be demoted.  fence-peer must name an
  * executable regular file by its absolute path, or the file is refused
  * with a message that names the setting; fence-peer-timeout-ms has a
- * default and a range.
+ * default and a range.  Through the settings table: every number is
+ * refused just outside either bound and when it is not an integer,
+ * booleans and choices for a wrong value or type, each message naming the
+ * setting, the line and the range; without a setting its default; a value
+ * changed is read into its field and is the only change a reload sees.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,6 +26,8 @@
 
 #include "check.h"
 #include "config.h"
+
+#include <linux/dm-repl.h>
 
 static char dir[] = "/tmp/test-config-XXXXXX";
 
@@ -237,6 +243,174 @@ static void peer_wan(void)
 	CHECK_RC(config_rate_parse("184467440737095516150bit", &v), -ERANGE);
 }
 
+/* The value of setting t in base (a struct config or config_peer), as stored. */
+static unsigned int field(const struct config_setting *t, const void *base)
+{
+	const char *p = (const char *)base + t->offset;
+	unsigned int v = 0;
+	bool b;
+
+	if (t->size == sizeof(bool)) {
+		memcpy(&b, p, sizeof(b));
+		return b;
+	}
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* PRIMARY with one more line (line 7) at the top, or in beta's group */
+static int table_try(bool peer, const char *line, struct config **c, char *err, size_t len)
+{
+	char text[8192];
+
+	if (peer)
+		return peer_try(line, c, err, len);
+	snprintf(text, sizeof(text), PRIMARY "%s\n", line);
+	return try_load(text, c, err, len);
+}
+
+/* line is refused with a message that has want and, at the top, line 7 */
+static void table_refused(bool peer, const char *line, const char *want)
+{
+	struct config *c = NULL;
+	char err[512] = "", at[64];
+
+	CHECK_RC(table_try(peer, line, &c, err, sizeof(err)), -EINVAL);
+	CHECK(!c, "a configuration returned on failure");
+	CHECK(strstr(err, want), "'%s': '%s', want '%s'", line, err, want);
+	snprintf(at, sizeof(at), "r0.conf:%d: ", peer ? 6 : 7);
+	CHECK(strstr(err, at), "'%s': '%s' without the line (%s)", line, err, at);
+}
+
+/*
+ * Every number of the tables refused just outside either bound, and
+ * when it is not an integer; booleans and choices refused for a wrong
+ * value and a wrong type; the messages name the setting and the range
+ * or the choices.
+ */
+static void table_ranges(bool peer, const struct config_setting *table)
+{
+	const char *pre = peer ? "compress = \"zstd\"; " : "";
+	const struct config_setting *t;
+	char line[512], want[256];
+
+	for (t = table; t->name; t++) {
+		if (t->type == CONFIG_T_UINT || t->type == CONFIG_T_POW2) {
+			snprintf(want, sizeof(want), "%s: %u is out of range %u..%u", t->name,
+				 t->max + 1, t->min, t->max);
+			snprintf(line, sizeof(line), "%s%s = %u;", pre, t->name, t->max + 1);
+			table_refused(peer, line, want);
+			if (t->min > 0) {
+				snprintf(want, sizeof(want), "%s: %u is out of range %u..%u",
+					 t->name, t->min - 1, t->min, t->max);
+				snprintf(line, sizeof(line), "%s%s = %u;", pre, t->name, t->min - 1);
+				table_refused(peer, line, want);
+			}
+			snprintf(want, sizeof(want), "%s: expected an integer in %u..%u", t->name,
+				 t->min, t->max);
+			snprintf(line, sizeof(line), "%s%s = \"%u\";", pre, t->name, t->def);
+			table_refused(peer, line, want);
+			if (t->type == CONFIG_T_POW2) {
+				snprintf(want, sizeof(want), "%s: must be a power of 2", t->name);
+				snprintf(line, sizeof(line), "%s%s = %u;", pre, t->name, t->min + 1);
+				table_refused(peer, line, want);
+			}
+		} else if (t->type == CONFIG_T_BOOL) {
+			snprintf(want, sizeof(want), "%s: expected true or false", t->name);
+			snprintf(line, sizeof(line), "%s = 1;", t->name);
+			table_refused(peer, line, want);
+		} else if (t->type == CONFIG_T_CHOICE) {
+			snprintf(want, sizeof(want), "%s 'bogus': expected %s", t->name,
+				 t->choices[0]);
+			snprintf(line, sizeof(line), "%s = \"bogus\";", t->name);
+			table_refused(peer, line, want);
+			snprintf(want, sizeof(want), "%s: expected a string: %s", t->name,
+				 t->choices[0]);
+			snprintf(line, sizeof(line), "%s = 1;", t->name);
+			table_refused(peer, line, want);
+		}
+	}
+}
+
+/* Without the settings, the table's defaults. */
+static void table_defaults(void)
+{
+	const struct config_setting *t;
+	struct config *c = load(PRIMARY);
+
+	for (t = config_settings; t->name; t++) {
+		if (t->type == CONFIG_T_STRING || t->type == CONFIG_T_LIST)
+			continue;
+		if (!strcmp(t->name, "extent-kb"))	/* 0: derived from region-kb */
+			CHECK(c->extent_kb == DM_REPL_DEFAULT_EXTENT_KB, "extent-kb %u",
+			      c->extent_kb);
+		else
+			CHECK(field(t, c) == t->def, "%s: %u, default %u", t->name, field(t, c),
+			      t->def);
+	}
+	for (t = config_peer_settings; t->name; t++)
+		if (t->type != CONFIG_T_STRING)
+			CHECK(field(t, &c->peers[0]) == t->def, "peer %s: %u, default %u",
+			      t->name, field(t, &c->peers[0]), t->def);
+	CHECK(c->hold_timeout_ms == 5000 && c->ring_size_mb == 64 && c->on_peer_loss == LOSS_DEGRADE &&
+	      c->tls_ktls && !c->resync_checksums && !c->skip_initial_sync,
+	      "the documented defaults");
+	config_free(c);
+}
+
+/* Another valid value for t than its default: one that no other check refuses. */
+static void table_other(const struct config_setting *t, char *buf, size_t len)
+{
+	unsigned int v = t->def;
+
+	if (t->type == CONFIG_T_BOOL)
+		snprintf(buf, len, "%s = %s;", t->name, v ? "false" : "true");
+	else if (t->type == CONFIG_T_CHOICE)
+		snprintf(buf, len, "%s = \"%s\";", t->name,
+			 t->choices[v + 1] ? t->choices[v + 1] : t->choices[0]);
+	else if (!strcmp(t->name, "extent-kb"))
+		snprintf(buf, len, "%s = %u;", t->name, 2 * DM_REPL_DEFAULT_EXTENT_KB);
+	else if (t->type == CONFIG_T_POW2)
+		snprintf(buf, len, "%s = %u;", t->name, v * 2 <= t->max ? v * 2 : v / 2);
+	else
+		snprintf(buf, len, "%s = %u;", t->name, v + 1 <= t->max ? v + 1 : v - 1);
+}
+
+/*
+ * Each setting of the tables set to another value: the value is read
+ * into the table's field, and a reload's comparison finds that setting
+ * changed and no other one.
+ */
+static void table_changes(bool peer, const struct config_setting *table)
+{
+	const char *pre = peer ? "compress = \"zstd\"; " : "";
+	const struct config_setting *t, *u;
+	struct config *a = NULL, *b = NULL;
+	char line[512], other[256], err[512];
+
+	CHECK_RC(table_try(peer, pre, &a, err, sizeof(err)), 0);
+	for (t = table; t->name; t++) {
+		const void *fa = peer ? (const void *)&a->peers[0] : a, *fb;
+
+		if (t->type == CONFIG_T_STRING || t->type == CONFIG_T_LIST)
+			continue;
+		table_other(t, other, sizeof(other));
+		/* the peer's base has compress = "zstd": none is the change */
+		if (peer && !strcmp(t->name, "compress"))
+			snprintf(line, sizeof(line), "compress = \"none\";");
+		else
+			snprintf(line, sizeof(line), "%s%s", pre, other);
+		CHECK(table_try(peer, line, &b, err, sizeof(err)) == 0, "'%s': %s", line, err);
+		fb = peer ? (const void *)&b->peers[0] : b;
+		for (u = table; u->name; u++)
+			CHECK(config_setting_changed(u, fa, fb) == (u == t),
+			      "'%s': %s changed %d", line, u->name, config_setting_changed(u, fa, fb));
+		config_free(b);
+		b = NULL;
+	}
+	config_free(a);
+}
+
 int main(void)
 {
 	CHECK(mkdtemp(dir), "mkdtemp");
@@ -250,6 +424,11 @@ int main(void)
 	defaults();
 	fence_peer();
 	peer_wan();
+	table_ranges(false, config_settings);
+	table_ranges(true, config_peer_settings);
+	table_defaults();
+	table_changes(false, config_settings);
+	table_changes(true, config_peer_settings);
 	{
 		char path[4096];
 
@@ -257,7 +436,7 @@ int main(void)
 		unlink(path);
 		rmdir(dir);
 	}
-	printf("config: peer addresses without a port mean %u, on either role; without role and listen, secondary listening on %u; fence-peer an executable file by its absolute path; compress and rate-limit per peer: ok\n",
+	printf("config: peer addresses without a port mean %u, on either role; without role and listen, secondary listening on %u; fence-peer an executable file by its absolute path; compress and rate-limit per peer; every setting of the table at its default, refused outside its range and for a wrong type, compared alone by a reload: ok\n",
 	       CONFIG_DEFAULT_PORT, CONFIG_DEFAULT_PORT);
 	return 0;
 }

@@ -537,9 +537,23 @@ static int primary_start(struct role_env *env, const struct role_args *args, str
 	return 0;
 }
 
+/* the peers (admin_reload), then the target's hold when it changed */
 static int primary_reload(struct role *r, const struct config *n)
 {
-	return admin_reload(primary_of(r), n);
+	struct primary *pri = primary_of(r);
+	unsigned int hold = primary_hold_ms(n);
+	int ret;
+
+	ret = admin_reload(pri, n);
+	if (ret < 0 || hold == primary_hold_ms(pri->env->cfg))
+		return ret;
+	ret = pri->kops->set_hold_timeout(pri->kctx, hold);
+	if (ret < 0)
+		log_error_errno(ret, "%s: reload: cannot set the target's hold timeout to %u ms",
+				pri->resource, hold);
+	else
+		log_info("%s: reload: hold timeout %u ms", pri->resource, hold);
+	return 0;
 }
 
 static void primary_status(struct role *r, struct json_object *o)
