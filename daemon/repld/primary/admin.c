@@ -141,7 +141,7 @@ static int admin_cmd_resync(void *ctx, struct json_object *req, char *err, size_
 		snprintf(err, len, "peer %s: cannot start: %s", name, strerror(-r));
 		return r;
 	}
-	stream_pump(pri);
+	stream_request_pump(pri);
 	return 0;
 }
 

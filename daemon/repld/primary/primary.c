@@ -104,7 +104,7 @@ static void primary_peer_frame(struct peer *p, const struct wire_msg *msg)
 		} else if (resync_hash_reply(rp->rs, f->hash_reply, &why) < 0) {
 			peer_close(p, why);
 		} else {
-			stream_pump(rp->pri);
+			stream_request_pump(rp->pri);
 		}
 		break;
 	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED:
@@ -130,7 +130,7 @@ static void primary_peer_frame(struct peer *p, const struct wire_msg *msg)
 static void primary_peer_pump(struct peer *p)
 {
 	if (p->state == PEER_UP)
-		stream_pump(replica_of(p)->pri);
+		stream_request_pump(replica_of(p)->pri);
 }
 
 static void primary_peer_closed(struct peer *p, enum peer_state was, const char *why)
@@ -188,22 +188,27 @@ static void primary_ring_event(struct ev *ev, uint32_t events)
 		loop_exit(pri->env->loop, -ENODEV);
 		return;
 	}
-	stream_pump(pri);
-	stream_update_ring(pri);
+	stream_request_pump(pri);
 }
 
 /*
- * Before the loop sleeps: ship what is there, then publish our read
- * cursor so the kernel wakes us for the next record (and not before).
- * True when a record arrived meanwhile: do not sleep.
+ * Once per turn of the loop, before it sleeps: the pump ships what is
+ * there, then the steps that follow from it, each on its own condition;
+ * the acknowledgments go to the kernel and our read cursor is published
+ * so the kernel wakes us for the next record (and not before).  True when
+ * a record arrived or a pump was asked for meanwhile: do not sleep.
  */
 static bool primary_before_sleep(struct role *r)
 {
 	struct primary *pri = primary_of(r);
 
+	pri->pump_wanted = false;
 	stream_pump(pri);
+	stream_rotate_step(pri);
+	stream_bits_step(pri);
+	stream_resync_pump(pri);
 	stream_update_ring(pri);
-	return ring_arm(pri->ring) > 0;
+	return ring_arm(pri->ring) > 0 || pri->pump_wanted;
 }
 
 /* ---- tick: reconnects, keepalives, timeouts, ring holding ---------------- */
@@ -274,7 +279,7 @@ static void primary_tick(struct role *r, uint64_t now)
 		}
 	}
 	primary_pull_ahead(pri);
-	stream_pump(pri);
+	stream_request_pump(pri);
 	stream_update_ring(pri);
 	stream_check_in_sync(pri);
 	fence_tick(pri, now);

@@ -110,6 +110,8 @@ struct primary {
 	/* generation identifiers */
 	struct genstore gs;
 	struct gens gens;
+	bool pump_wanted;		/* stream_request_pump() */
+	uint64_t pumped;		/* ring_prod() at the last pump */
 	bool rotate_pending;		/* new generation at the next write */
 	uint64_t rotate_mark;		/* ... a record at or after this */
 
@@ -143,8 +145,20 @@ int stream_assign_slots(struct primary *pri);
 void stream_peer_in_sync(struct replica *rp);
 /* Regions the peer lacks: its bitmap's, and the target's not yet moved there. */
 uint64_t stream_peer_oos(struct replica *rp);
-/* Queue and send what the ring has for every connected peer; drive resyncs. */
+/*
+ * The pump: what the ring has, queued and sent to every connected peer.
+ * It runs once per turn of the loop, before it sleeps (primary.c); code
+ * that wants records or resync blocks sent asks for it, and a request
+ * made after this turn's pump makes the loop turn once more at once.
+ */
+void stream_request_pump(struct primary *pri);
 void stream_pump(struct primary *pri);
+/* The other steps of a turn, each on its own condition: a new generation
+ * at the first record without every peer, the target's dirty bits into
+ * the peers' bitmaps, resyncs started and driven. */
+void stream_rotate_step(struct primary *pri);
+void stream_bits_step(struct primary *pri);
+void stream_resync_pump(struct primary *pri);
 /* The peer needs no resync: it joins our current generation. */
 void stream_send_join(struct replica *rp);
 /* Every peer UpToDate in our generation: forget the bitmap's generation. */

@@ -103,7 +103,7 @@ unsigned int stream_ring_fill_pct(struct primary *pri)
  * is read, and before the target's bits for the grown part are moved, the
  * peers' bitmaps cover the new size.  The grown regions come marked in
  * the target's bitmap, and reach every peer's bitmap through
- * stream_take_target_bits(): a bitmap resync sends them.
+ * stream_bits_step(): a bitmap resync sends them.
  */
 void stream_check_size(struct primary *pri)
 {
@@ -250,7 +250,7 @@ int stream_assign_slots(struct primary *pri)
  * failed local writes): move it into every peer's bitmap, durably, then
  * clear it in the target, so that one peer's resync clears only its own.
  */
-static void stream_take_target_bits(struct primary *pri)
+void stream_bits_step(struct primary *pri)
 {
 	struct dm_repl_dirty d;
 	struct ring_info ri;
@@ -497,10 +497,12 @@ void stream_send_join(struct replica *rp)
  * so that a peer that went away (and maybe became primary) is recognised
  * as behind -- or as a split brain -- when it comes back.
  */
-static void stream_rotate(struct primary *pri)
+void stream_rotate_step(struct primary *pri)
 {
 	uint64_t old = pri->gens.current;
 
+	if (!pri->rotate_pending || pri->pumped <= pri->rotate_mark)
+		return;
 	pri->rotate_pending = false;
 	gens_rotate(&pri->gens);
 	if (stream_save_gens(pri) < 0)
@@ -558,7 +560,7 @@ void stream_resync_stop(struct replica *rp, const char *why)
 
 static void stream_resync_completed(void *ctx)
 {
-	stream_pump(ctx);
+	stream_request_pump(ctx);
 }
 
 static int stream_resync_clean(void *ctx, uint64_t first, uint64_t count)
@@ -755,7 +757,7 @@ static void stream_resync_step(struct replica *rp)
 }
 
 /* Start what should run, drive what runs. */
-static void stream_resync_pump(struct primary *pri)
+void stream_resync_pump(struct primary *pri)
 {
 	unsigned int i;
 
@@ -780,6 +782,11 @@ static void stream_resync_pump(struct primary *pri)
 	}
 }
 
+void stream_request_pump(struct primary *pri)
+{
+	pri->pump_wanted = true;
+}
+
 void stream_pump(struct primary *pri)
 {
 	uint64_t prod = ring_prod(pri->ring);
@@ -799,10 +806,7 @@ void stream_pump(struct primary *pri)
 		} while (p->state == PEER_UP && !p->want_out && rp->cursor < prod);
 	}
 	ring_mark_read(pri->ring, prod);
-	if (pri->rotate_pending && prod > pri->rotate_mark)
-		stream_rotate(pri);
-	stream_take_target_bits(pri);
-	stream_resync_pump(pri);
+	pri->pumped = prod;
 }
 
 bool stream_ack(struct replica *rp, uint64_t received, uint64_t written, uint64_t durable)
