@@ -7,6 +7,7 @@
 #
 # Usage: tools/run-tests.sh [meson test args, e.g. --suite vm or a test name]
 set -eu
+start=$(date +%s)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC"
 B=${DMREPL_BUILD:-$SRC/build}
@@ -80,6 +81,18 @@ else
 	cat "$glog"
 	logs="$logs $B/meson-logs/testlog-guest.json"
 fi
+
+# The suites' times, summed from the same logs (tests of one suite may
+# run side by side, and the host suites beside the guest suites), and the
+# whole run's wall-clock time.
+echo "=== suite times"
+# shellcheck disable=SC2086
+cat $logs 2>/dev/null | jq -rs '
+	map(. + { suite: (.name | capture(":(?<s>[^ ]+) /").s) })
+	| group_by(.suite) | .[]
+	| "\(.[0].suite) \(length) \(map(.duration) | add | floor)"' |
+	sort -u | awk '{ printf "  %-12s %3d tests %6.1f min\n", $1, $2, $3 / 60 }' || true
+echo "  wall clock   $(( ($(date +%s) - start) / 60 )) min"
 
 # One line at the end, counted from meson's JSON test logs.
 summary=$(cat $logs 2>/dev/null | jq -rs '
