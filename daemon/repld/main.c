@@ -142,7 +142,14 @@ static int leftover_repl_device(const struct config *c, bool *demoted)
 	return 0;
 }
 
-static int run(int argc, char **argv)
+struct options {
+	const char *config;		/* -c, else NULL */
+	bool debug, test;
+	int forced;			/* --role, else 0 */
+};
+
+/* The command line's options: 1 to go on, 0 to exit (--version, --help), or -EINVAL. */
+static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -153,26 +160,21 @@ static int run(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	_cleanup_(manager_freep) struct manager *m = NULL;
-	struct config *cfg = NULL;
-	char path[4096], err[512];
-	const char *config = NULL;
-	bool debug = false, test = false;
-	int c, r, forced = 0;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "c:dr:tVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			config = optarg;
+			o->config = optarg;
 			break;
 		case 'd':
-			debug = true;
+			o->debug = true;
 			break;
 		case 'r':
 			if (!strcmp(optarg, "primary")) {
-				forced = ROLE_PRIMARY;
+				o->forced = ROLE_PRIMARY;
 			} else if (!strcmp(optarg, "secondary")) {
-				forced = ROLE_SECONDARY;
+				o->forced = ROLE_SECONDARY;
 			} else {
 				fprintf(stderr, "repld: --role %s: expected primary or secondary\n",
 					optarg);
@@ -180,7 +182,7 @@ static int run(int argc, char **argv)
 			}
 			break;
 		case 't':
-			test = true;
+			o->test = true;
 			break;
 		case 'V':
 			printf("repld %s\n", REPL_VERSION);
@@ -193,34 +195,57 @@ static int run(int argc, char **argv)
 			return -EINVAL;
 		}
 	}
-	log_setup("repld", debug);
-	if (!config) {
+	return 1;
+}
+
+/*
+ * The configuration file: -c's, else the resource's, the one argument
+ * left (its path formatted into path).
+ */
+static int config_file(int argc, char **argv, struct options *o, char *path, size_t size)
+{
+	int r;
+
+	if (!o->config) {
 		if (optind + 1 != argc) {
 			usage(stderr);
 			return -EINVAL;
 		}
-		r = config_path(argv[optind], path, sizeof(path));
+		r = config_path(argv[optind], path, size);
 		if (r < 0)
 			return log_error_errno(r, "resource name '%s'", argv[optind]);
-		config = path;
+		o->config = path;
 	} else if (optind != argc) {
 		usage(stderr);
 		return -EINVAL;
 	}
-	r = config_load(config, &cfg, err, sizeof(err));
+	return 0;
+}
+
+/*
+ * Load the configuration and prepare the first start: 1 with *ret_cfg
+ * and *ret_demoted to run, 0 when done (--test-config), or a negative
+ * errno.
+ */
+static int first_start(const struct options *o, struct config **ret_cfg, bool *ret_demoted)
+{
+	struct config *cfg = NULL;
+	char err[512];
+	bool demoted = false;
+	int r;
+
+	r = config_load(o->config, &cfg, err, sizeof(err));
 	if (r < 0) {
 		log_error("%s", err);
 		return r;
 	}
-	if (test) {
-		printf("%s: resource %s, node %s, %s, %u peer(s): OK\n", config, cfg->resource,
+	if (o->test) {
+		printf("%s: resource %s, node %s, %s, %u peer(s): OK\n", o->config, cfg->resource,
 		       cfg->node, config_role_name(cfg->role), cfg->nr_peers);
 		config_free(cfg);
 		return 0;
 	}
-	bool demoted = false;
-
-	r = start_role(cfg, forced);
+	r = start_role(cfg, o->forced);
 	if (r < 0) {
 		config_free(cfg);
 		return r;
@@ -233,59 +258,118 @@ static int run(int argc, char **argv)
 			return r;
 		}
 	}
-	for (;;) {
-		char cpath[4096], dm_name[80];
-		bool demote;
-		int role;
+	*ret_cfg = cfg;
+	*ret_demoted = demoted;
+	return 1;
+}
 
-		r = manager_new(cfg, &m);
-		if (r < 0) {
-			config_free(cfg);
-			return log_error_errno(r, "manager");
-		}
-		if (demoted)
-			manager_set_demoted(m);
-		r = manager_start(m);
+/* What a role switch takes over from the manager that stopped. */
+struct role_switch {
+	int role;			/* the role asked for, 0: none */
+	char cpath[4096];		/* its configuration file */
+	char dm_name[80];
+	bool demote;			/* from primary to secondary */
+};
+
+/*
+ * Run a manager over cfg (its own from here on) until it stops: its
+ * result, with sw->role set when replctl asked for a role switch.
+ */
+static int role_run(struct config *cfg, bool demoted, struct role_switch *sw)
+{
+	_cleanup_(manager_freep) struct manager *m = NULL;
+	int r;
+
+	sw->role = 0;
+	r = manager_new(cfg, &m);
+	if (r < 0) {
+		config_free(cfg);
+		return log_error_errno(r, "manager");
+	}
+	if (demoted)
+		manager_set_demoted(m);
+	r = manager_start(m);
+	if (r < 0)
+		return r;
+	r = manager_run(m);
+	sw->role = manager_switch_role(m);
+	if (r < 0 || !sw->role)
+		return r;
+	/* replctl primary / secondary: the same configuration, the other
+	 * role; the manager's configuration (a SIGHUP may have replaced
+	 * the one we passed) */
+	cfg = manager_config(m);
+	snprintf(sw->cpath, sizeof(sw->cpath), "%s", cfg->path);
+	snprintf(sw->dm_name, sizeof(sw->dm_name), "%s", cfg->dm_name);
+	sw->demote = cfg->role == ROLE_PRIMARY;
+	return r;
+}
+
+/*
+ * Leave the old role (a primary's repl device goes) and load the
+ * configuration for the new one into *ret_cfg.
+ */
+static int role_switch(const struct role_switch *sw, struct config **ret_cfg)
+{
+	struct config *cfg;
+	char err[512];
+	int r;
+
+	if (sw->demote) {
+		r = dmdev_remove(sw->dm_name);
+		if (r < 0)
+			return log_error_errno(r, "becoming secondary: removing /dev/mapper/%s",
+					       sw->dm_name);
+		log_info("removed /dev/mapper/%s", sw->dm_name);
+	}
+	r = config_load(sw->cpath, &cfg, err, sizeof(err));
+	if (r < 0) {
+		log_error("%s", err);
+		return r;
+	}
+	cfg->role = (enum repl_role)sw->role;
+	r = genstore_role_save(cfg->state_dir, cfg->resource, cfg->role);
+	if (r < 0)
+		return r;
+	if (!sw->demote && rsnap_active(cfg)) {
+		/* promoted before the resync completed: back to the
+		 * image from before it */
+		r = rsnap_rollback(cfg);
 		if (r < 0)
 			return r;
-		r = manager_run(m);
-		role = manager_switch_role(m);
-		if (r < 0 || !role)
+	}
+	log_info("%s: switching to the %s role", cfg->resource, config_role_name(cfg->role));
+	*ret_cfg = cfg;
+	return 0;
+}
+
+static int run(int argc, char **argv)
+{
+	struct options o = { 0 };
+	struct role_switch sw;
+	struct config *cfg = NULL;
+	char path[4096];
+	bool demoted = false;
+	int r;
+
+	r = parse_options(argc, argv, &o);
+	if (r <= 0)
+		return r;
+	log_setup("repld", o.debug);
+	r = config_file(argc, argv, &o, path, sizeof(path));
+	if (r < 0)
+		return r;
+	r = first_start(&o, &cfg, &demoted);
+	if (r <= 0)
+		return r;
+	for (;;) {
+		r = role_run(cfg, demoted, &sw);
+		if (r < 0 || !sw.role)
 			return r;
-		/* replctl primary / secondary: the same configuration, the other
-		 * role; the manager's configuration (a SIGHUP may have replaced
-		 * the one we passed) */
-		cfg = manager_config(m);
-		snprintf(cpath, sizeof(cpath), "%s", cfg->path);
-		snprintf(dm_name, sizeof(dm_name), "%s", cfg->dm_name);
-		demote = cfg->role == ROLE_PRIMARY;
-		manager_free(m);
-		m = NULL;
-		if (demote) {
-			r = dmdev_remove(dm_name);
-			if (r < 0)
-				return log_error_errno(r, "becoming secondary: removing /dev/mapper/%s",
-						       dm_name);
-			log_info("removed /dev/mapper/%s", dm_name);
-		}
-		r = config_load(cpath, &cfg, err, sizeof(err));
-		if (r < 0) {
-			log_error("%s", err);
-			return r;
-		}
-		cfg->role = (enum repl_role)role;
-		demoted = demote;
-		r = genstore_role_save(cfg->state_dir, cfg->resource, cfg->role);
+		r = role_switch(&sw, &cfg);
 		if (r < 0)
 			return r;
-		if (!demote && rsnap_active(cfg)) {
-			/* promoted before the resync completed: back to the
-			 * image from before it */
-			r = rsnap_rollback(cfg);
-			if (r < 0)
-				return r;
-		}
-		log_info("%s: switching to the %s role", cfg->resource, config_role_name(cfg->role));
+		demoted = sw.demote;
 	}
 }
 

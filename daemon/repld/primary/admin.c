@@ -232,33 +232,33 @@ int admin_reload(struct primary *pri, const struct config *n)
 	return 0;
 }
 
-void admin_status(struct primary *pri, struct json_object *o)
+/* The generation, and the target's state as its ring reports it (into *ri). */
+static void admin_status_target(struct primary *pri, struct json_object *o,
+				struct ring_info *ri)
 {
 	const struct config *c = pri->env->cfg;
-	struct json_object *peers = json_object_new_array(), *k = json_object_new_object();
-	struct ring_info ri;
-	unsigned int i;
+	struct json_object *k = json_object_new_object();
 	uint64_t used;
 
 	json_object_object_add(o, "generation", genstore_json(&pri->gens));
-	ring_get_info(pri->ring, &ri);
-	used = stream_ring_bytes(pri, pri->released, ri.prod_seq);
+	ring_get_info(pri->ring, ri);
+	used = stream_ring_bytes(pri, pri->released, ri->prod_seq);
 	/* what the target says, which is what dmsetup status says */
 	json_object_object_add(k, "mode", json_object_new_string(
-		ri.state & DM_REPL_STATE_SYNC ? "sync" : "async"));
+		ri->state & DM_REPL_STATE_SYNC ? "sync" : "async"));
 	json_object_object_add(k, "state", json_object_new_string(
-		ri.state & DM_REPL_STATE_OVERFLOW ? "overflow" :
-		ri.state & DM_REPL_STATE_DEGRADED ? "degraded" : "ok"));
-	json_object_object_add(k, "device_sectors", json_object_new_uint64(ri.dev_sectors));
-	json_object_object_add(k, "head", json_object_new_uint64(ri.prod_seq));
+		ri->state & DM_REPL_STATE_OVERFLOW ? "overflow" :
+		ri->state & DM_REPL_STATE_DEGRADED ? "degraded" : "ok"));
+	json_object_object_add(k, "device_sectors", json_object_new_uint64(ri->dev_sectors));
+	json_object_object_add(k, "head", json_object_new_uint64(ri->prod_seq));
 	json_object_object_add(k, "tail", json_object_new_uint64(pri->released));
 	json_object_object_add(k, "acked", json_object_new_uint64(pri->acked));
-	json_object_object_add(k, "ring_bytes", json_object_new_uint64(ri.data_size));
+	json_object_object_add(k, "ring_bytes", json_object_new_uint64(ri->data_size));
 	json_object_object_add(k, "ring_used_bytes", json_object_new_uint64(used));
-	json_object_object_add(k, "dirty_regions", json_object_new_uint64(ri.dirty_regions));
-	json_object_object_add(k, "overflows", json_object_new_uint64(ri.overflows));
-	json_object_object_add(k, "hold_timeouts", json_object_new_uint64(ri.hold_timeouts));
-	json_object_object_add(k, "stream_id", json_object_new_uint64(ri.ring_id));
+	json_object_object_add(k, "dirty_regions", json_object_new_uint64(ri->dirty_regions));
+	json_object_object_add(k, "overflows", json_object_new_uint64(ri->overflows));
+	json_object_object_add(k, "hold_timeouts", json_object_new_uint64(ri->hold_timeouts));
+	json_object_object_add(k, "stream_id", json_object_new_uint64(ri->ring_id));
 	json_object_object_add(k, "metadata", json_object_new_string(
 		strcmp(c->meta_device, "-") ? c->meta_device :
 		"none: an unclean shutdown means a full resync"));
@@ -270,92 +270,120 @@ void admin_status(struct primary *pri, struct json_object *o)
 			strerror(-pri->pb_error)));
 	json_object_object_add(o, "device", json_object_new_string(pri->dm_name));
 	json_object_object_add(o, "target", k);
+}
 
-	for (i = 0; i < pri->nr_replicas; i++) {
-		struct replica *rp = pri->replicas[i];
-		struct peer *p = &rp->conn;
-		struct json_object *po = json_object_new_object();
-		uint64_t from = p->state == PEER_UP ? rp->received : rp->durable;
-		uint64_t lag_bytes = stream_ring_bytes(pri, from, ri.prod_seq);
-		uint64_t oos = stream_peer_oos(rp);
-		bool lacking = rp->inconsistent || oos;
+/* A peer's identity and its connection, replication and disk states. */
+static void admin_status_peer_state(struct json_object *po, struct replica *rp,
+				    const struct ring_info *ri)
+{
+	struct peer *p = &rp->conn;
+	uint64_t oos = stream_peer_oos(rp);
+	bool lacking = rp->inconsistent || oos;
 
-		json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
-		json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
-		json_object_object_add(po, "mode", json_object_new_string(config_mode_name(rp->mode)));
-		json_object_object_add(po, "connection", json_object_new_string(
-			rp->admin_down ? "StandAlone" : peer_state_name(p->state)));
-		json_object_object_add(po, "replication", json_object_new_string(
-			rp->behind && lacking ? "Behind" :
-			lacking ? "Inconsistent" :
-			p->state != PEER_UP ? "Off" :
-			rp->received >= ri.prod_seq ? "Established" : "Catching-up"));
-		/* never UpToDate while a region is known to differ, nor before
-		 * it joined our generation */
-		json_object_object_add(po, "disk", json_object_new_string(
-			lacking ? "Inconsistent" : rp->join_pending ? "Consistent" : "UpToDate"));
-		json_object_object_add(po, "out_of_sync_regions", json_object_new_uint64(oos));
-		json_object_object_add(po, "bitmap_tracked", json_object_new_boolean(!rp->full_why));
-		if (rp->full_why)
-			json_object_object_add(po, "full_sync_reason",
-					       json_object_new_string(rp->full_why));
-		if (rp->rs) {
-			struct json_object *r;
+	json_object_object_add(po, "name", json_object_new_string(p->cfg.name));
+	json_object_object_add(po, "address", json_object_new_string(p->cfg.address.text));
+	json_object_object_add(po, "mode", json_object_new_string(config_mode_name(rp->mode)));
+	json_object_object_add(po, "connection", json_object_new_string(
+		rp->admin_down ? "StandAlone" : peer_state_name(p->state)));
+	json_object_object_add(po, "replication", json_object_new_string(
+		rp->behind && lacking ? "Behind" :
+		lacking ? "Inconsistent" :
+		p->state != PEER_UP ? "Off" :
+		rp->received >= ri->prod_seq ? "Established" : "Catching-up"));
+	/* never UpToDate while a region is known to differ, nor before
+	 * it joined our generation */
+	json_object_object_add(po, "disk", json_object_new_string(
+		lacking ? "Inconsistent" : rp->join_pending ? "Consistent" : "UpToDate"));
+	json_object_object_add(po, "out_of_sync_regions", json_object_new_uint64(oos));
+	json_object_object_add(po, "bitmap_tracked", json_object_new_boolean(!rp->full_why));
+	if (rp->full_why)
+		json_object_object_add(po, "full_sync_reason",
+				       json_object_new_string(rp->full_why));
+}
 
-			resync_status(rp->rs, po);
-			if (json_object_object_get_ex(po, "resync", &r)) {
-				uint64_t base = rsctl_base_us(&rp->rsc);
+/* The pass running to the peer, if any, with its pace controller's view. */
+static void admin_status_peer_resync(struct json_object *po, struct replica *rp)
+{
+	struct json_object *r;
 
-				/* the controller (rsctl.h): its rate, and what the
-				 * records see */
-				json_object_object_add(r, "pace_bytes_per_s",
-						       json_object_new_uint64(rp->rsc.rate));
-				json_object_object_add(r, "record_latency_base_us",
-						       json_object_new_uint64(base == UINT64_MAX ? 0 : base));
-				json_object_object_add(r, "record_latency_last_us",
-						       json_object_new_uint64(rp->rsc.last_mean_us));
-				json_object_object_add(r, "pace_backoffs",
-						       json_object_new_uint64(rp->rsc.backoffs));
-			}
-		}
-		json_object_object_add(po, "resyncs_done", json_object_new_uint64(rp->resyncs_done));
-		json_object_object_add(po, "last_resync_bytes",
-				       json_object_new_uint64(rp->last_resync_bytes));
-		json_object_object_add(po, "verifies_done", json_object_new_uint64(rp->verifies_done));
-		json_object_object_add(po, "last_verify_mismatches",
-				       json_object_new_uint64(rp->last_verify_mismatches));
-		json_object_object_add(po, "sent", json_object_new_uint64(rp->cursor));
-		json_object_object_add(po, "received", json_object_new_uint64(rp->received));
-		json_object_object_add(po, "written", json_object_new_uint64(rp->written));
-		json_object_object_add(po, "durable", json_object_new_uint64(rp->durable));
-		json_object_object_add(po, "lag_records", json_object_new_uint64(
-			ri.prod_seq > from ? ri.prod_seq - from : 0));
-		json_object_object_add(po, "lag_bytes", json_object_new_uint64(lag_bytes));
-		json_object_object_add(po, "records_sent", json_object_new_uint64(p->records_sent));
-		json_object_object_add(po, "acks_received", json_object_new_uint64(p->acks_received));
-		json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
-		json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
-		json_object_object_add(po, "compress", peer_zstats_json(
-			config_compress_name(p->cfg.compress), p->zlevel,
-			p->state == PEER_UP && peer_compressing(p), &p->zst));
-		json_object_object_add(po, "rate_limit_bytes", json_object_new_uint64(p->rate_limit));
-		if (p->state == PEER_UP) {
-			char t[200];
+	if (!rp->rs)
+		return;
+	resync_status(rp->rs, po);
+	if (json_object_object_get_ex(po, "resync", &r)) {
+		uint64_t base = rsctl_base_us(&rp->rsc);
 
-			tls_io_describe(&p->io, t, sizeof(t));
-			json_object_object_add(po, "transport", json_object_new_string(t));
-		}
-		json_object_object_add(po, "holds_ring", json_object_new_boolean(rp->holds_ring));
-		json_object_object_add(po, "pulled_ahead", json_object_new_uint64(rp->pulled_ahead));
-		json_object_object_add(po, "fence", json_object_new_string(
-			fence_state_name(rp->fence.state)));
-		json_object_object_add(po, "fence_failures",
-				       json_object_new_uint64(rp->fence.failures));
-		if (p->last_error[0])
-			json_object_object_add(po, "last_error",
-					       json_object_new_string(p->last_error));
-		json_object_array_add(peers, po);
+		/* the controller (rsctl.h): its rate, and what the
+		 * records see */
+		json_object_object_add(r, "pace_bytes_per_s",
+				       json_object_new_uint64(rp->rsc.rate));
+		json_object_object_add(r, "record_latency_base_us",
+				       json_object_new_uint64(base == UINT64_MAX ? 0 : base));
+		json_object_object_add(r, "record_latency_last_us",
+				       json_object_new_uint64(rp->rsc.last_mean_us));
+		json_object_object_add(r, "pace_backoffs",
+				       json_object_new_uint64(rp->rsc.backoffs));
 	}
+}
+
+/* One peer's status object. */
+static struct json_object *admin_status_peer(struct primary *pri, struct replica *rp,
+					     const struct ring_info *ri)
+{
+	struct peer *p = &rp->conn;
+	struct json_object *po = json_object_new_object();
+	uint64_t from = p->state == PEER_UP ? rp->received : rp->durable;
+	uint64_t lag_bytes = stream_ring_bytes(pri, from, ri->prod_seq);
+
+	admin_status_peer_state(po, rp, ri);
+	admin_status_peer_resync(po, rp);
+	json_object_object_add(po, "resyncs_done", json_object_new_uint64(rp->resyncs_done));
+	json_object_object_add(po, "last_resync_bytes",
+			       json_object_new_uint64(rp->last_resync_bytes));
+	json_object_object_add(po, "verifies_done", json_object_new_uint64(rp->verifies_done));
+	json_object_object_add(po, "last_verify_mismatches",
+			       json_object_new_uint64(rp->last_verify_mismatches));
+	json_object_object_add(po, "sent", json_object_new_uint64(rp->cursor));
+	json_object_object_add(po, "received", json_object_new_uint64(rp->received));
+	json_object_object_add(po, "written", json_object_new_uint64(rp->written));
+	json_object_object_add(po, "durable", json_object_new_uint64(rp->durable));
+	json_object_object_add(po, "lag_records", json_object_new_uint64(
+		ri->prod_seq > from ? ri->prod_seq - from : 0));
+	json_object_object_add(po, "lag_bytes", json_object_new_uint64(lag_bytes));
+	json_object_object_add(po, "records_sent", json_object_new_uint64(p->records_sent));
+	json_object_object_add(po, "acks_received", json_object_new_uint64(p->acks_received));
+	json_object_object_add(po, "bytes_sent", json_object_new_uint64(p->bytes_sent));
+	json_object_object_add(po, "connects", json_object_new_uint64(p->connects));
+	json_object_object_add(po, "compress", peer_zstats_json(
+		config_compress_name(p->cfg.compress), p->zlevel,
+		p->state == PEER_UP && peer_compressing(p), &p->zst));
+	json_object_object_add(po, "rate_limit_bytes", json_object_new_uint64(p->rate_limit));
+	if (p->state == PEER_UP) {
+		char t[200];
+
+		tls_io_describe(&p->io, t, sizeof(t));
+		json_object_object_add(po, "transport", json_object_new_string(t));
+	}
+	json_object_object_add(po, "holds_ring", json_object_new_boolean(rp->holds_ring));
+	json_object_object_add(po, "pulled_ahead", json_object_new_uint64(rp->pulled_ahead));
+	json_object_object_add(po, "fence", json_object_new_string(
+		fence_state_name(rp->fence.state)));
+	json_object_object_add(po, "fence_failures",
+			       json_object_new_uint64(rp->fence.failures));
+	if (p->last_error[0])
+		json_object_object_add(po, "last_error",
+				       json_object_new_string(p->last_error));
+	return po;
+}
+
+void admin_status(struct primary *pri, struct json_object *o)
+{
+	struct json_object *peers = json_object_new_array();
+	struct ring_info ri;
+	unsigned int i;
+
+	admin_status_target(pri, o, &ri);
+	for (i = 0; i < pri->nr_replicas; i++)
+		json_object_array_add(peers, admin_status_peer(pri, pri->replicas[i], &ri));
 	json_object_object_add(o, "peers", peers);
 }
 

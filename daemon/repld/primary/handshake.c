@@ -114,48 +114,70 @@ static bool handshake_we_win(struct replica *rp, const Dmrepl__V1__Hello *h, enu
 	return false;
 }
 
-/*
- * The peer told us what it holds.  Choose where its stream resumes, and
- * what it needs: nothing, a bitmap resync, a full sync -- or refuse.
- */
-static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
+/* What handshake_done() gathers and decides from the peer's Hello. */
+struct handshake_state {
+	const Dmrepl__V1__Hello *h;
+	struct gens pg;			/* the peer's generations */
+	struct ring_info ri;
+	uint64_t tail;			/* the oldest record not released */
+	enum gen_verdict v;		/* what the peer needs */
+	bool resumable;			/* its stream may resume from the ring */
+};
+
+/* The peer is the one configured, speaks our protocol, and has room. */
+static int handshake_check(struct replica *rp, struct handshake_state *hs)
 {
 	struct primary *pri = rp->pri;
-	const struct config *c = pri->env->cfg;
-	struct peer *p = &rp->conn;
-	struct ring_info ri;
-	uint64_t tail = pri->released, resume;
-	struct gens pg = { h->gen_current, h->gen_bitmap, h->gen_history, h->gen_since };
-	enum gen_verdict v;
-	bool resumable;
-	char why[1024];
+	const Dmrepl__V1__Hello *h = hs->h;
 
-	ring_get_info(pri->ring, &ri);
+	ring_get_info(pri->ring, &hs->ri);
 	if (h->protocol_version != WIRE_PROTOCOL_VERSION)
 		return -EPROTONOSUPPORT;
-	if (h->role != DMREPL__V1__ROLE__ROLE_SECONDARY || strcmp(h->node, p->cfg.name) ||
+	if (h->role != DMREPL__V1__ROLE__ROLE_SECONDARY || strcmp(h->node, rp->conn.cfg.name) ||
 	    strcmp(h->resource, pri->resource))
 		return -EPROTO;
-	if (h->device_sectors < ri.dev_sectors)
+	if (h->device_sectors < hs->ri.dev_sectors)
 		return -ENOSPC;
+	return 0;
+}
+
+/* Record what the Hello says, and forget what the last connection knew. */
+static void handshake_take_hello(struct replica *rp, const struct handshake_state *hs)
+{
+	struct peer *p = &rp->conn;
+	const Dmrepl__V1__Hello *h = hs->h;
 
 	/* its payloads compressed, if so configured */
 	p->zstd_peer = (h->features & WIRE_FEATURE_ZSTD) != 0;
 	if (p->zlevel && !p->zstd_peer)
 		log_warning("%s: peer %s does not accept zstd: its payloads go uncompressed",
-			    pri->resource, p->cfg.name);
-	rp->peer_gens = pg;
+			    rp->pri->resource, p->cfg.name);
+	rp->peer_gens = hs->pg;
 	rp->need_full = false;
 	rp->join_pending = false;
 	rp->peer_bitmap_done = false;
 	rp->peer_bitmap_regions = 0;
 	rp->peer_bitmap_next = 0;
 	rp->peer_sectors = h->device_sectors;
-	v = gens_compare(&pri->gens, &pg);
-	resumable = h->stream_id == ri.ring_id && h->resume_seq >= tail &&
-		    h->resume_seq <= ri.prod_seq;
-	if (v == GV_PEER_NEWER || v == GV_SPLIT_BRAIN || v == GV_UNRELATED) {
-		if (!handshake_we_win(rp, h, v, why, sizeof(why))) {
+}
+
+/*
+ * Compare the generations into hs->v and whether the stream may resume;
+ * -ESTALE (why in last_error) when the peer's data is divergent and ours
+ * does not win.
+ */
+static int handshake_verdict(struct replica *rp, struct handshake_state *hs)
+{
+	struct primary *pri = rp->pri;
+	struct peer *p = &rp->conn;
+	const Dmrepl__V1__Hello *h = hs->h;
+	char why[1024];
+
+	hs->v = gens_compare(&pri->gens, &hs->pg);
+	hs->resumable = h->stream_id == hs->ri.ring_id && h->resume_seq >= hs->tail &&
+			h->resume_seq <= hs->ri.prod_seq;
+	if (hs->v == GV_PEER_NEWER || hs->v == GV_SPLIT_BRAIN || hs->v == GV_UNRELATED) {
+		if (!handshake_we_win(rp, h, hs->v, why, sizeof(why))) {
 			log_error("%s: peer %s: %s", pri->resource, p->cfg.name, why);
 			snprintf(p->last_error, sizeof(p->last_error), "%s", why);
 			rp->split_brain = true;
@@ -163,14 +185,29 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 		}
 		/* ours wins: its changes (PeerBitmap) and ours (bitmap), or
 		 * everything when we do not know what it changed */
-		resumable = false;
-		v = v == GV_UNRELATED ? GV_FULL : GV_BITMAP;
-		if (v == GV_BITMAP && !h->dirty_regions && !h->gen_bitmap)
-			v = GV_FULL;
+		hs->resumable = false;
+		hs->v = hs->v == GV_UNRELATED ? GV_FULL : GV_BITMAP;
+		if (hs->v == GV_BITMAP && !h->dirty_regions && !h->gen_bitmap)
+			hs->v = GV_FULL;
 	}
 	rp->split_brain = false;
+	return 0;
+}
 
-	if (resumable && (v == GV_SAME || v == GV_BITMAP)) {
+/*
+ * Where the peer's stream resumes, and what it needs besides: nothing,
+ * a bitmap resync (inconsistent), or a full sync (need_full too).
+ */
+static uint64_t handshake_resume(struct replica *rp, const struct handshake_state *hs)
+{
+	struct primary *pri = rp->pri;
+	const struct config *c = pri->env->cfg;
+	struct peer *p = &rp->conn;
+	const Dmrepl__V1__Hello *h = hs->h;
+	enum gen_verdict v = hs->v;
+	uint64_t tail = hs->tail, resume;
+
+	if (hs->resumable && (v == GV_SAME || v == GV_BITMAP)) {
 		/* the stream resumes; a copy with a hole (GAP) catches up with
 		 * the bitmap; it joins our generation */
 		resume = h->resume_seq;
@@ -195,7 +232,7 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 		 * without it, a failover) */
 		log_warning("%s: peer %s: its copy (generation %016" PRIx64 ", stream %016" PRIx64
 			    " up to %" PRIu64 ") cannot be resumed from this ring: bitmap resync",
-			    pri->resource, p->cfg.name, pg.current, h->stream_id, h->resume_seq);
+			    pri->resource, p->cfg.name, hs->pg.current, h->stream_id, h->resume_seq);
 		rp->inconsistent = true;
 		resume = tail;
 	} else if ((v == GV_SAME || v == GV_BITMAP) && !rp->full_why) {
@@ -206,7 +243,7 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 			    pri->resource, p->cfg.name);
 		rp->inconsistent = true;
 		resume = tail;
-	} else if (v == GV_FULL && !pg.current && c->skip_initial_sync && tail == 0) {
+	} else if (v == GV_FULL && !hs->pg.current && c->skip_initial_sync && tail == 0) {
 		/* a new secondary, the administrator says both devices were
 		 * equal (zeroed) when the target was created, and the ring
 		 * holds every write since: no initial sync; it records
@@ -218,20 +255,51 @@ static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
 	} else {
 		log_warning("%s: peer %s: its copy is not consistent%s: full sync",
 			    pri->resource, p->cfg.name,
-			    pg.current ? " (an interrupted resync, or divergent data)" :
+			    hs->pg.current ? " (an interrupted resync, or divergent data)" :
 			    " (a new secondary)");
 		rp->inconsistent = true;
 		rp->need_full = true;
 		resume = tail;
 	}
+	return resume;
+}
+
+/* The peer is up: its stream starts at record resume. */
+static void handshake_up(struct replica *rp, uint64_t resume)
+{
+	struct peer *p = &rp->conn;
+
 	rp->cursor = resume;
 	rp->received = rp->written = rp->durable = resume;
 	rp->holds_ring = true;
 	peer_set_up(p);
 	rp->ever_connected = true;
-	log_info("%s: peer %s connected (%s), resuming at record %" PRIu64 "%s", pri->resource,
+	log_info("%s: peer %s connected (%s), resuming at record %" PRIu64 "%s", rp->pri->resource,
 		 p->cfg.name, config_mode_name(rp->mode), resume,
 		 rp->inconsistent ? " (inconsistent)" : "");
+}
+
+/*
+ * The peer told us what it holds.  Choose where its stream resumes, and
+ * what it needs: nothing, a bitmap resync, a full sync -- or refuse.
+ */
+static int handshake_done(struct replica *rp, const Dmrepl__V1__Hello *h)
+{
+	struct handshake_state hs = {
+		.h = h,
+		.pg = { h->gen_current, h->gen_bitmap, h->gen_history, h->gen_since },
+		.tail = rp->pri->released,
+	};
+	int r;
+
+	r = handshake_check(rp, &hs);
+	if (r < 0)
+		return r;
+	handshake_take_hello(rp, &hs);
+	r = handshake_verdict(rp, &hs);
+	if (r < 0)
+		return r;
+	handshake_up(rp, handshake_resume(rp, &hs));
 	return 0;
 }
 

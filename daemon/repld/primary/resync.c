@@ -606,23 +606,29 @@ static void unit_start_read(struct resync *rs, struct rs_unit *u)
 	u->state = U_READING;
 }
 
-int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace,
-		uint64_t gen)
+/* What one resync_step() carries from unit to unit. */
+struct rs_step {
+	struct resync_pace *pace;
+	uint64_t stream_pos;		/* the peer's cursor: L of the units started */
+	uint64_t local;			/* ring_local_seq() */
+	uint64_t reading;		/* bytes ahead that are still being read */
+	uint64_t gen;
+	bool busy;			/* some unit is not free */
+};
+
+/* Move every unit on: start its read, decide it, or free it once sent. */
+static int units_advance(struct resync *rs, struct rs_step *st)
 {
 	struct peer *p = rs->p;
-	uint64_t local = ring_local_seq(rs->ring), reading = 0, now;
 	unsigned int i;
-	bool busy = false;
 	int r;
-
-	pace->started = 0;
 
 	for (i = 0; i < RS_INFLIGHT; i++) {
 		struct rs_unit *u = &rs->u[i];
 
 		switch (u->state) {
 		case U_WAIT_LOCAL:
-			if (local >= u->L)
+			if (st->local >= u->L)
 				unit_start_read(rs, u);
 			break;
 		case U_READING:
@@ -643,12 +649,180 @@ int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace
 			break;
 		}
 		if (u->state != U_FREE)
-			busy = true;
+			st->busy = true;
 		/* with hashes only the blocks that differ go out, and
 		 * a verify sends none: their units are not ahead */
 		if (!rs->hashes && (u->state == U_WAIT_LOCAL || u->state == U_READING))
-			reading += (uint64_t)u->nr_sectors << 9;
+			st->reading += (uint64_t)u->nr_sectors << 9;
 	}
+	return 0;
+}
+
+/* Add the tokens the pace's rate gave since the last step, up to a burst. */
+static void pace_refill(struct resync *rs, const struct resync_pace *pace)
+{
+	uint64_t now = loop_now_ms();
+
+	if (pace->rate) {
+		uint64_t dt = rs->tokens_ms && now - rs->tokens_ms < 1000 ? now - rs->tokens_ms : 1000;
+		uint64_t unit = (uint64_t)pace->unit_sectors << 9;
+		int64_t burst = (int64_t)(pace->ahead_max > unit ? pace->ahead_max : unit);
+
+		rs->tokens += (int64_t)(pace->rate / 1000 * dt);
+		if (rs->tokens > burst)
+			rs->tokens = burst;
+	}
+	rs->tokens_ms = now;
+}
+
+/*
+ * Whether the send queue, the token bucket and what is ahead let a new
+ * unit start; if not, arm the wake-up that nothing else would give.
+ */
+static bool pace_allows(struct resync *rs, const struct rs_step *st)
+{
+	const struct resync_pace *pace = st->pace;
+	struct peer *p = rs->p;
+	uint64_t ahead;
+
+	if (peer_queued(p) > PEER_QUEUE_LEN / 4)
+		return false;
+	if (pace->rate && rs->tokens <= 0) {
+		/* when the bucket has a byte again */
+		loop_wake_in(rs->io->loop, (unsigned int)((uint64_t)-rs->tokens * 1000 /
+							  pace->rate) + 1);
+		return false;
+	}
+	ahead = pace->ahead_max ? st->reading + peer_ahead_bytes(p) : 0;
+	if (pace->ahead_max && ahead >= pace->ahead_max) {
+		rs->ahead_waits++;
+		/*
+		 * A read's completion wakes us, the link draining
+		 * does not: look again once it has drained below
+		 * ahead_max at about the pace's rate.
+		 */
+		if (!st->reading) {
+			uint64_t ms = pace->rate ? (ahead - pace->ahead_max) * 1000 /
+						   pace->rate : 0;
+
+			loop_wake_in(rs->io->loop, RS_POLL_MS + (unsigned int)(ms < 100 ? ms : 100));
+		}
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Start unit u on sectors sector+nr: charge the pace, ask the peer for
+ * its hashes, and read it once the records below L are on the local disk.
+ */
+static int unit_start(struct resync *rs, struct rs_unit *u, struct rs_step *st,
+		      uint64_t sector, uint32_t nr)
+{
+	uint8_t buf[96];
+	ssize_t k;
+
+	/* a unit never crosses its region's end (next_unit()) */
+	if (!u->buf && posix_memalign(&u->buf, 4096,
+				      rs->region_sectors << 9 < WIRE_MAX_PAYLOAD ?
+				      rs->region_sectors << 9 : WIRE_MAX_PAYLOAD)) {
+		u->buf = NULL;
+		rs->why = "out of memory";
+		return -ENOMEM;
+	}
+	u->sector = sector;
+	u->nr_sectors = nr;
+	rs->tokens -= (int64_t)nr << 9;
+	if (!rs->hashes)
+		st->reading += (uint64_t)nr << 9;
+	st->pace->started += (uint64_t)nr << 9;
+	u->L = st->stream_pos;
+	u->tainted = u->read_done = u->hash_done = u->read_failed = false;
+	u->id = rs->next_id++;
+	if (rs->hashes && nr % RS_BLOCK_SECTORS == 0) {
+		k = wire_encode_hash_request(buf, sizeof(buf), u->id, sector, nr,
+					     RS_BLOCK_SECTORS);
+		if (k < 0 || peer_queue_frame(rs->p, buf, (size_t)k) < 0) {
+			rs->why = "cannot queue a HashRequest";
+			return -ENOBUFS;
+		}
+	} else {
+		u->hash_done = true;	/* a partial block: send it whole */
+	}
+	u->state = U_WAIT_LOCAL;
+	st->busy = true;
+	if (st->local >= u->L)
+		unit_start_read(rs, u);
+	return 0;
+}
+
+/* Start new units in the free slots while the pace allows, or a ResyncFlush. */
+static int units_start(struct resync *rs, struct rs_step *st)
+{
+	unsigned int i;
+	int r;
+
+	for (i = 0; i < RS_INFLIGHT && !rs->flush_id; i++) {
+		struct rs_unit *u = &rs->u[i];
+		uint64_t sector;
+		uint32_t nr;
+
+		if (u->state != U_FREE)
+			continue;
+		if (!pace_allows(rs, st))
+			break;
+		if (rs->since_flush >= RS_FLUSH_BYTES) {
+			r = queue_flush(rs, false, st->gen);
+			if (r < 0)
+				return r;
+			break;
+		}
+		if (!next_unit(rs, st->pace->unit_sectors, &sector, &nr))
+			break;
+		r = unit_start(rs, u, st, sector, nr);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * The end: every unit done and sent, nothing to retry.  A verify is over
+ * (RESYNC_VERIFIED); a resync queues its final ResyncFlush.
+ */
+static int pass_finish(struct resync *rs, const struct rs_step *st)
+{
+	if (!st->busy && !rs->flush_id && !rs->nr_retry && rs->next_sector >= rs->dev_sectors &&
+	    !rs->finished) {
+		if (rs->kind == RS_VERIFY) {
+			log_info("%s: peer %s: verify done: %" PRIu64 " MiB compared, %" PRIu64
+				 " regions differ%s", rs->resource, rs->p->cfg.name,
+				 rs->total_bytes >> 20, rs->mismatched_regions,
+				 rs->mismatched_regions ? " (marked for resync)" : "");
+			return RESYNC_VERIFIED;
+		}
+		rs->finished = true;
+		return queue_flush(rs, true, st->gen);
+	}
+	return 0;
+}
+
+int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace,
+		uint64_t gen)
+{
+	struct rs_step st = {
+		.pace = pace,
+		.stream_pos = stream_pos,
+		.local = ring_local_seq(rs->ring),
+		.gen = gen,
+	};
+	int r;
+
+	pace->started = 0;
+
+	r = units_advance(rs, &st);
+	if (r < 0)
+		return r;
 
 	/*
 	 * New units: records go first.  A unit starts only while the send
@@ -660,107 +834,11 @@ int resync_step(struct resync *rs, uint64_t stream_pos, struct resync_pace *pace
 	 * one unit or ahead_max, so units go out evenly rather than in a
 	 * burst per interval.
 	 */
-	now = loop_now_ms();
-	if (pace->rate) {
-		uint64_t dt = rs->tokens_ms && now - rs->tokens_ms < 1000 ? now - rs->tokens_ms : 1000;
-		uint64_t unit = (uint64_t)pace->unit_sectors << 9;
-		int64_t burst = (int64_t)(pace->ahead_max > unit ? pace->ahead_max : unit);
-
-		rs->tokens += (int64_t)(pace->rate / 1000 * dt);
-		if (rs->tokens > burst)
-			rs->tokens = burst;
-	}
-	rs->tokens_ms = now;
-	for (i = 0; i < RS_INFLIGHT && !rs->flush_id; i++) {
-		struct rs_unit *u = &rs->u[i];
-		uint64_t sector;
-		uint32_t nr;
-		uint64_t ahead;
-		uint8_t buf[96];
-		ssize_t k;
-
-		if (u->state != U_FREE)
-			continue;
-		if (peer_queued(p) > PEER_QUEUE_LEN / 4)
-			break;
-		if (pace->rate && rs->tokens <= 0) {
-			/* when the bucket has a byte again */
-			loop_wake_in(rs->io->loop, (unsigned int)((uint64_t)-rs->tokens * 1000 /
-								  pace->rate) + 1);
-			break;
-		}
-		ahead = pace->ahead_max ? reading + peer_ahead_bytes(p) : 0;
-		if (pace->ahead_max && ahead >= pace->ahead_max) {
-			rs->ahead_waits++;
-			/*
-			 * A read's completion wakes us, the link draining
-			 * does not: look again once it has drained below
-			 * ahead_max at about the pace's rate.
-			 */
-			if (!reading) {
-				uint64_t ms = pace->rate ? (ahead - pace->ahead_max) * 1000 /
-							   pace->rate : 0;
-
-				loop_wake_in(rs->io->loop, RS_POLL_MS + (unsigned int)(ms < 100 ? ms : 100));
-			}
-			break;
-		}
-		if (rs->since_flush >= RS_FLUSH_BYTES) {
-			r = queue_flush(rs, false, gen);
-			if (r < 0)
-				return r;
-			break;
-		}
-		if (!next_unit(rs, pace->unit_sectors, &sector, &nr))
-			break;
-		/* a unit never crosses its region's end (next_unit()) */
-		if (!u->buf && posix_memalign(&u->buf, 4096,
-					      rs->region_sectors << 9 < WIRE_MAX_PAYLOAD ?
-					      rs->region_sectors << 9 : WIRE_MAX_PAYLOAD)) {
-			u->buf = NULL;
-			rs->why = "out of memory";
-			return -ENOMEM;
-		}
-		u->sector = sector;
-		u->nr_sectors = nr;
-		rs->tokens -= (int64_t)nr << 9;
-		if (!rs->hashes)
-			reading += (uint64_t)nr << 9;
-		pace->started += (uint64_t)nr << 9;
-		u->L = stream_pos;
-		u->tainted = u->read_done = u->hash_done = u->read_failed = false;
-		u->id = rs->next_id++;
-		if (rs->hashes && nr % RS_BLOCK_SECTORS == 0) {
-			k = wire_encode_hash_request(buf, sizeof(buf), u->id, sector, nr,
-						     RS_BLOCK_SECTORS);
-			if (k < 0 || peer_queue_frame(p, buf, (size_t)k) < 0) {
-				rs->why = "cannot queue a HashRequest";
-				return -ENOBUFS;
-			}
-		} else {
-			u->hash_done = true;	/* a partial block: send it whole */
-		}
-		u->state = U_WAIT_LOCAL;
-		busy = true;
-		if (local >= u->L)
-			unit_start_read(rs, u);
-	}
-	/* the end: every unit done and sent, nothing to retry */
-	if (!busy && !rs->flush_id && !rs->nr_retry && rs->next_sector >= rs->dev_sectors &&
-	    !rs->finished) {
-		if (rs->kind == RS_VERIFY) {
-			log_info("%s: peer %s: verify done: %" PRIu64 " MiB compared, %" PRIu64
-				 " regions differ%s", rs->resource, p->cfg.name,
-				 rs->total_bytes >> 20, rs->mismatched_regions,
-				 rs->mismatched_regions ? " (marked for resync)" : "");
-			return RESYNC_VERIFIED;
-		}
-		rs->finished = true;
-		r = queue_flush(rs, true, gen);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	pace_refill(rs, pace);
+	r = units_start(rs, &st);
+	if (r < 0)
+		return r;
+	return pass_finish(rs, &st);
 }
 
 const char *resync_why(const struct resync *rs)
