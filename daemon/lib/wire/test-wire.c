@@ -654,21 +654,14 @@ static void bad_error(const char *what, int code, const char *text,
 	bad_frame(what, &f, -EPROTO, reason);
 }
 
-static void test_malformed(void)
+/* Inputs for the malformed frames below: a long string, a long name. */
+static char malformed_big[4200], malformed_nn[4200];
+
+/* framing */
+static void malformed_framing(void)
 {
-	static char big[4200], nn[4200];
 	uint8_t b[2 * WIRE_MAX_MSG];
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-	Dmrepl__V1__Hello h;
-	Dmrepl__V1__Ack a = DMREPL__V1__ACK__INIT;
-	Dmrepl__V1__SetMode m = DMREPL__V1__SET_MODE__INIT;
-	struct pb p;
-	size_t n, i;
-
-	printf("malformed input\n");
-	memset(nn, 'n', sizeof(nn));
-
-	/* framing */
+	size_t n;
 	memset(b, 0, sizeof(b));
 	expect_bad("length prefix 0", b, 4, -EPROTO, "frame length 0");
 	wire_raw_be32(b, 70000);
@@ -691,8 +684,14 @@ static void test_malformed(void)
 		   "stream ends inside a Data payload (4095 of 4096 bytes)");
 	expect_bad("EOF right after a Data header", b, n, -EPROTO,
 		   "stream ends inside a Data payload (0 of 4096 bytes)");
+}
 
-	/* not protobuf, or not our Frame */
+/* not protobuf, or not our Frame */
+static void malformed_not_protobuf(void)
+{
+	uint8_t b[2 * WIRE_MAX_MSG];
+	struct pb p;
+	size_t n;
 	wire_raw_be32(b, 6);
 	memcpy(b + 4, "\xff\xff\xff\xff\xff\xff", 6);
 	expect_bad("garbage protobuf", b, 10, -EPROTO,
@@ -760,7 +759,7 @@ static void test_malformed(void)
 	{
 		struct pb body = { .n = 0 };
 
-		pb_key(&body, 2, 2);		/* Hello.node, length too big */
+		pb_key(&body, 2, 2);		/* Hello.node, length too malformed_big */
 		pb_varint(&body, 50);
 		n = pb_frame(b, 1, &body);
 	}
@@ -773,6 +772,10 @@ static void test_malformed(void)
 		n = pb_frame(b, 3, &body);
 	}
 	expect_bad("a group inside Ack", b, n, -EPROTO, "does not parse");
+}
+
+static void malformed_data(void)
+{
 
 	/* Data */
 	bad_data("Data op 0", 0, 0, 0, 1, 512, -EPROTO, "Data op 0 unknown");
@@ -818,8 +821,14 @@ static void test_malformed(void)
 		 UINT32_MAX, 0, -EPROTO, "overflows");
 	bad_data("WRITE beyond 2^63 bytes", DM_REPL_OP_WRITE, 0,
 		 WIRE_MAX_DEV_SECTORS - 7, 8, 4096, -EPROTO, "overflows");
+}
 
-	/* Hello */
+/* Hello */
+static void malformed_hello(void)
+{
+	uint8_t b[2 * WIRE_MAX_MSG];
+	Dmrepl__V1__Hello h;
+	size_t n;
 	h = good_hello();
 	h.protocol_version = 0;
 	bad_hello("Hello version 0", &h, "Hello protocol_version 0");
@@ -827,9 +836,9 @@ static void test_malformed(void)
 	h.node = "";
 	bad_hello("Hello empty node", &h, "Hello node (0 bytes)");
 	h = good_hello();
-	memset(big, 'n', 65);
-	big[65] = '\0';
-	h.node = big;
+	memset(malformed_big, 'n', 65);
+	malformed_big[65] = '\0';
+	h.node = malformed_big;
 	bad_hello("Hello node of 65 bytes", &h, "Hello node (65 bytes)");
 	h = good_hello();
 	h.node = "a b";
@@ -901,8 +910,14 @@ static void test_malformed(void)
 		n = pb_frame(b, 1, &body);
 		expect_bad("Hello role 2^40+3", b, n, -EPROTO, "Hello role 3");
 	}
+}
 
-	/* Ack, SetMode */
+/* Ack, SetMode */
+static void malformed_ack_setmode(void)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__Ack a = DMREPL__V1__ACK__INIT;
+	Dmrepl__V1__SetMode m = DMREPL__V1__SET_MODE__INIT;
 	a.received = 5;
 	a.written = 6;
 	f.msg_case = DMREPL__V1__FRAME__MSG_ACK;
@@ -922,13 +937,18 @@ static void test_malformed(void)
 	bad_frame("SetMode mode -2", &f, -EPROTO, "SetMode mode -2 unknown");
 	CHECK_RC(wire_encode_set_mode(encbuf, sizeof(encbuf),
 				      (Dmrepl__V1__Mode)7), -EINVAL);
+}
 
-	/* Error */
+/* Error */
+static void malformed_error(void)
+{
+	uint8_t b[2 * WIRE_MAX_MSG];
+	size_t n;
 	bad_error("Error code 9", 9, "x", "Error code 9 unknown");
 	bad_error("Error code -1", -1, "", "Error code -1 unknown");
-	memset(big, 'e', 257);
-	big[257] = '\0';
-	bad_error("Error reason of 257 bytes", 1, big,
+	memset(malformed_big, 'e', 257);
+	malformed_big[257] = '\0';
+	bad_error("Error reason of 257 bytes", 1, malformed_big,
 		  "Error reason of 257 bytes exceeds 256");
 	bad_error("Error reason with a newline", 1, "bad\nthings",
 		  "not printable UTF-8");
@@ -951,32 +971,39 @@ static void test_malformed(void)
 		expect_bad("Error reason with a NUL", b, n, -EPROTO,
 			   "Error reason contains a NUL byte");
 	}
+}
+
+static void malformed_decoder_memory(void)
+{
+	uint8_t b[2 * WIRE_MAX_MSG];
+	Dmrepl__V1__Hello h;
+	size_t n, i;
 
 	/* decoder memory: huge strings within 4096 bytes decode, and are
 	 * refused by validation; thousands of fields exhaust the arena */
 	h = good_hello();
-	memset(big, 'n', 4000);
-	big[4000] = '\0';
-	h.node = big;
+	memset(malformed_big, 'n', 4000);
+	malformed_big[4000] = '\0';
+	h.node = malformed_big;
 	bad_hello("Hello node of 4000 bytes", &h, "Hello node (4000 bytes)");
 	{
 		struct pb body = { .n = 0 };
 
-		pb_bytes(&body, 2, nn, 2000);
-		pb_bytes(&body, 3, nn, 2000);
+		pb_bytes(&body, 2, malformed_nn, 2000);
+		pb_bytes(&body, 3, malformed_nn, 2000);
 		n = pb_frame(b, 1, &body);
 		expect_bad("Hello, two strings of 2000 bytes", b, n, -EPROTO,
 			   "Hello protocol_version 0");
 		body.n = 0;
 		pb_key(&body, 1, 0);
 		pb_varint(&body, 1);
-		pb_bytes(&body, 2, nn, 4088);
+		pb_bytes(&body, 2, malformed_nn, 4088);
 		n = pb_frame(b, 1, &body);
 		CHECK(n == WIRE_MAX_MSG, "%zu", n);
 		expect_bad("Hello node filling the frame", b, n, -EPROTO,
 			   "Hello node (4088 bytes)");
 	}
-	bad_error("Error reason of 4000 bytes", 1, big,
+	bad_error("Error reason of 4000 bytes", 1, malformed_big,
 		  "Error reason of 4000 bytes exceeds 256");
 	{
 		struct pb body = { .n = 0 };
@@ -996,12 +1023,25 @@ static void test_malformed(void)
 			   "frame needs more than 8192 bytes to decode");
 		body.n = 0;
 		for (i = 0; body.n < 4000; i++) {	/* unknown strings */
-			pb_bytes(&body, 100 + (uint32_t)i % 50, nn, 10);
+			pb_bytes(&body, 100 + (uint32_t)i % 50, malformed_nn, 10);
 		}
 		n = pb_frame(b, 3, &body);
 		expect_bad("Ack with 300 unknown strings", b, n, -EPROTO,
 			   "frame needs more than 8192 bytes to decode");
 	}
+}
+
+static void test_malformed(void)
+{
+	printf("malformed input\n");
+	memset(malformed_nn, 'n', sizeof(malformed_nn));
+	malformed_framing();
+	malformed_not_protobuf();
+	malformed_data();
+	malformed_hello();
+	malformed_ack_setmode();
+	malformed_error();
+	malformed_decoder_memory();
 	printf("  %u malformed streams refused\n", n_bad);
 }
 
