@@ -33,7 +33,6 @@
 #include "seqgen.h"
 #include "wire-raw.h"
 
-
 static uint64_t rng_state;
 
 static uint64_t rnd(uint64_t n)
@@ -1156,17 +1155,11 @@ static void test_drained(void)
 
 /* ---- encoders and helpers ------------------------------------------------- */
 
-static void test_encoders(void)
+static void encoders_basic(void)
 {
 	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-	Dmrepl__V1__Keepalive ka = DMREPL__V1__KEEPALIVE__INIT;
-	ProtobufCMessageUnknownField uf;
-	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
-	static uint8_t junk[5000];
 	uint8_t b[WIRE_MAX_MSG];
 	ssize_t n;
-	char text[400];
-	size_t i;
 
 	printf("encoders\n");
 	n = wire_encode_ack(b, sizeof(b), 3, 2, 1);
@@ -1187,8 +1180,19 @@ static void test_encoders(void)
 		.op = DM_REPL_OP_GAP, .nr_sectors = 8 }), -EINVAL);
 	CHECK(wire_encode_data(b, sizeof(b), &(struct dm_repl_rec) {
 		.op = DM_REPL_OP_GAP, .seq = 5 }) > 0, "a GAP record encodes");
+}
 
-	/* a valid message that packs beyond WIRE_MAX_FRAME */
+/* a valid message that packs beyond WIRE_MAX_FRAME */
+static void encoders_frame(void)
+{
+	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
+	Dmrepl__V1__Keepalive ka = DMREPL__V1__KEEPALIVE__INIT;
+	ProtobufCMessageUnknownField uf;
+	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
+	static uint8_t junk[5000];
+	uint8_t b[WIRE_MAX_MSG];
+	char text[400];
+
 	uf.tag = 200;
 	uf.wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
 	uf.len = sizeof(junk);
@@ -1249,8 +1253,16 @@ static void test_encoders(void)
 	CHECK(wire_encode_resync_data_zstd(b, sizeof(b), 8, 16, 1) > 0, "a zstd RESYNC encodes");
 	CHECK_RC(wire_encode_resync_data_zstd(b, sizeof(b), 8, 16, 8192), -EINVAL);
 	d.payload_len = 512;
+}
 
-	/* Error reasons are cut to 256 bytes, never inside a UTF-8 sequence */
+/* Error reasons are cut to 256 bytes, never inside a UTF-8 sequence */
+static void encoders_reasons(void)
+{
+	uint8_t b[WIRE_MAX_MSG];
+	ssize_t n;
+	char text[400];
+	size_t i;
+
 	text[0] = 'a';
 	for (i = 1; i + 2 < sizeof(text); i += 2)
 		memcpy(text + i, "\xc3\xa9", 2);
@@ -1305,8 +1317,13 @@ static void test_encoders(void)
 	}
 	CHECK_RC(wire_encode_error(b, sizeof(b), (Dmrepl__V1__Error__Code)9,
 				   "x"), -EINVAL);
+}
 
-	/* names */
+/* names */
+static void encoders_names(void)
+{
+	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
+
 	CHECK(wire_name_valid("a"), "a");
 	CHECK(wire_name_valid("node-1.example_com"), "dotted");
 	CHECK(wire_name_valid("0123456789012345678901234567890123456789012345678901234567890123"),
@@ -1336,6 +1353,14 @@ static void test_encoders(void)
 	d.sector = 0;
 	d.nr_sectors = 0;
 	CHECK_RC(wire_check_extent(&d, 0), 0);
+}
+
+static void test_encoders(void)
+{
+	encoders_basic();
+	encoders_frame();
+	encoders_reasons();
+	encoders_names();
 }
 
 /* ---- wire_write_all ------------------------------------------------------- */
