@@ -394,161 +394,207 @@ struct check_stats {
 	uint64_t blocked_checks;	/* submissions checked against overlaps */
 };
 
+/* The checker's state while it replays one trace. */
+struct tcheck {
+	const struct apply_rec *recs;
+	size_t nr;
+	uint64_t base;
+	unsigned int depth;
+	const struct fake *f;
+	struct check_stats *cs;
+	struct rstate *st;
+	struct sub *subs;
+	uint32_t *cnt, *ptr, *list;	/* per sector: the records on it (CSR) */
+	uint64_t *prev_flush;
+	uint64_t cc, durable_cc, in_flight, lowest;
+	struct apply_progress last;
+};
+
+/* per sector: the records touching it, in order (CSR); each record's FLUSH before it */
+static void tcheck_index(struct tcheck *t, uint64_t dev_sectors)
+{
+	const struct apply_rec *recs = t->recs;
+	size_t total = 0;
+
+	t->cnt = xcalloc(dev_sectors + 1, sizeof(*t->cnt));
+	for (size_t i = 0; i < t->nr; i++)
+		if (rec_has_extent(&recs[i]))
+			for (uint64_t s = recs[i].sector;
+			     s < recs[i].sector + recs[i].nr_sectors; s++)
+				t->cnt[s + 1]++, total++;
+	for (uint64_t s = 0; s < dev_sectors; s++)
+		t->cnt[s + 1] += t->cnt[s];
+	t->list = xcalloc(total, sizeof(*t->list));
+	t->ptr = xcalloc(dev_sectors, sizeof(*t->ptr));
+	for (uint64_t s = 0; s < dev_sectors; s++)
+		t->ptr[s] = t->cnt[s];
+	for (size_t i = 0; i < t->nr; i++)
+		if (rec_has_extent(&recs[i]))
+			for (uint64_t s = recs[i].sector;
+			     s < recs[i].sector + recs[i].nr_sectors; s++)
+				t->list[t->ptr[s]++] = (uint32_t)i;
+	for (uint64_t s = 0; s < dev_sectors; s++)
+		t->ptr[s] = t->cnt[s];
+	t->prev_flush = xcalloc(t->nr, sizeof(*t->prev_flush));
+	for (size_t i = 0, pf = SIZE_MAX; i < t->nr; i++) {
+		t->prev_flush[i] = pf;
+		if (recs[i].op == DM_REPL_OP_FLUSH)
+			pf = i;
+	}
+}
+
+/* The submission of record i: in its op, and after what it must follow. */
+static void tcheck_submit_rec(struct tcheck *t, const struct ev *e, size_t i)
+{
+	const struct apply_rec *r = &t->recs[i];
+	uint64_t base = t->base;
+
+	switch (r->op) {
+	case DM_REPL_OP_FLUSH:
+		CHECK(e->op == APPLY_IO_FDSYNC, "FLUSH as op %u", e->op);
+		/* (c) every earlier record completed */
+		while (t->lowest < t->nr && (t->st[t->lowest].complete ||
+					     t->recs[t->lowest].op == DM_REPL_OP_GAP))
+			t->lowest++;
+		CHECK(t->lowest == i, "FLUSH %" PRIu64 " issued before %" PRIu64
+		      " completed", e->seq, base + t->lowest);
+		break;
+	case DM_REPL_OP_WRITE:
+	case DM_REPL_OP_DISCARD:
+	case DM_REPL_OP_WRITE_ZEROES:
+		CHECK(e->op == (r->op == DM_REPL_OP_WRITE ? APPLY_IO_WRITE :
+				r->op == DM_REPL_OP_DISCARD ? APPLY_IO_DISCARD :
+				APPLY_IO_ZEROES), "seq %" PRIu64 " op %u", e->seq, e->op);
+		CHECK(e->offset == r->sector << 9 &&
+		      e->len == (uint64_t)r->nr_sectors << 9,
+		      "seq %" PRIu64 " extent", e->seq);
+		CHECK(e->dsync == ((r->flags & DM_REPL_F_FUA) &&
+				   !(t->f->reject_dsync && r->op == DM_REPL_OP_WRITE)),
+		      "seq %" PRIu64 " dsync %d", e->seq, e->dsync);
+		/* (a) no earlier record on any of its sectors incomplete */
+		for (uint64_t s = r->sector; s < r->sector + r->nr_sectors; s++) {
+			while (t->ptr[s] < t->cnt[s + 1] && t->st[t->list[t->ptr[s]]].complete)
+				t->ptr[s]++;
+			CHECK(t->ptr[s] < t->cnt[s + 1] && t->list[t->ptr[s]] == i,
+			      "seq %" PRIu64 " issued while %" PRIu64
+			      " (overlapping, earlier) was incomplete",
+			      e->seq, base + t->list[t->ptr[s]]);
+		}
+		t->cs->blocked_checks++;
+		break;
+	default:
+		CHECK(0, "seq %" PRIu64 ": op %u submitted", e->seq, r->op);
+	}
+	/* (b) the FLUSH before it completed */
+	if (t->prev_flush[i] != SIZE_MAX)
+		CHECK(t->st[t->prev_flush[i]].complete, "seq %" PRIu64
+		      " issued before FLUSH %" PRIu64 " completed",
+		      e->seq, base + t->prev_flush[i]);
+}
+
+static void tcheck_submit(struct tcheck *t, const struct ev *e)
+{
+	struct sub *sb = &t->subs[e->sid];
+	size_t i;
+
+	*sb = (struct sub) {
+		.seq = e->seq, .op = e->op, .dsync = e->dsync,
+		.open = true, .cc = t->cc,
+	};
+	/* (e) */
+	CHECK(++t->in_flight <= t->depth, "%" PRIu64 " in flight, depth %u",
+	      t->in_flight, t->depth);
+	if (t->in_flight > t->cs->max_in_flight)
+		t->cs->max_in_flight = t->in_flight;
+	if (e->seq == APPLY_IO_NO_SEQ) {
+		CHECK(e->op == APPLY_IO_FDSYNC, "op %u without a record", e->op);
+		t->cs->syncs++;
+		return;
+	}
+	CHECK(e->seq >= t->base && e->seq < t->base + t->nr, "seq %" PRIu64, e->seq);
+	i = (size_t)(e->seq - t->base);
+	CHECK(!t->st[i].submitted, "seq %" PRIu64 " submitted twice", e->seq);
+	t->st[i].submitted = true;
+	if (t->f->reject_dsync)
+		CHECK(!e->dsync || e->op != APPLY_IO_WRITE, "dsync write accepted");
+	tcheck_submit_rec(t, e, i);
+}
+
+static void tcheck_complete(struct tcheck *t, const struct ev *e)
+{
+	struct sub *sb = &t->subs[e->sid];
+	size_t i;
+
+	CHECK(sb->open, "sid %" PRIu64 " completed twice", e->sid);
+	sb->open = false;
+	t->in_flight--;
+	t->cc++;
+	if (e->res < 0)
+		return;
+	if (sb->op == APPLY_IO_FDSYNC && sb->cc > t->durable_cc)
+		t->durable_cc = sb->cc;
+	if (sb->seq == APPLY_IO_NO_SEQ)
+		return;
+	i = (size_t)(sb->seq - t->base);
+	t->st[i].complete = true;
+	t->st[i].dsync = sb->dsync;
+	t->st[i].cc = t->cc;
+	if (sb->dsync)
+		t->cs->dsync_writes++;
+}
+
+static void tcheck_progress(struct tcheck *t, const struct apply_progress *p)
+{
+	const struct apply_rec *recs = t->recs;
+	uint64_t base = t->base;
+
+	/* (d) */
+	CHECK(p->received >= t->last.received && p->written >= t->last.written &&
+	      p->durable >= t->last.durable, "progress went backwards");
+	CHECK(p->durable <= p->written && p->written <= p->received &&
+	      p->received <= base + t->nr, "progress %" PRIu64 "/%" PRIu64
+	      "/%" PRIu64, p->received, p->written, p->durable);
+	for (uint64_t s = t->last.written; s < p->written; s++)
+		CHECK(rec_written(&recs[s - base], &t->st[s - base], t->durable_cc),
+		      "written %" PRIu64 " passes %" PRIu64 " (op %u flags %#x)",
+		      p->written, s, recs[s - base].op, recs[s - base].flags);
+	for (uint64_t s = t->last.durable; s < p->durable; s++)
+		CHECK(rec_durable(&recs[s - base], &t->st[s - base], t->durable_cc),
+		      "durable %" PRIu64 " passes %" PRIu64 " (op %u flags %#x)",
+		      p->durable, s, recs[s - base].op, recs[s - base].flags);
+	t->last = *p;
+}
+
 static void check_trace(const struct apply_rec *recs, size_t nr, uint64_t base,
 			uint64_t dev_sectors, unsigned int depth,
 			const struct fake *f, struct check_stats *cs)
 {
-	struct rstate *st = xcalloc(nr, sizeof(*st));
-	struct sub *subs = xcalloc(f->next_sid, sizeof(*subs));
-	uint32_t *cnt = xcalloc(dev_sectors + 1, sizeof(*cnt));
-	uint32_t *ptr, *list;
-	uint64_t *prev_flush = xcalloc(nr, sizeof(*prev_flush));
-	uint64_t cc = 0, durable_cc = 0, in_flight = 0, lowest = 0;
-	struct apply_progress last = { base, base, base };
-	size_t total = 0;
+	struct tcheck t = {
+		.recs = recs, .nr = nr, .base = base, .depth = depth, .f = f, .cs = cs,
+		.st = xcalloc(nr, sizeof(*t.st)),
+		.subs = xcalloc(f->next_sid, sizeof(*t.subs)),
+		.last = { base, base, base },
+	};
 
-	/* per sector: the records touching it, in order (CSR) */
-	for (size_t i = 0; i < nr; i++)
-		if (rec_has_extent(&recs[i]))
-			for (uint64_t s = recs[i].sector;
-			     s < recs[i].sector + recs[i].nr_sectors; s++)
-				cnt[s + 1]++, total++;
-	for (uint64_t s = 0; s < dev_sectors; s++)
-		cnt[s + 1] += cnt[s];
-	list = xcalloc(total, sizeof(*list));
-	ptr = xcalloc(dev_sectors, sizeof(*ptr));
-	for (uint64_t s = 0; s < dev_sectors; s++)
-		ptr[s] = cnt[s];
-	for (size_t i = 0; i < nr; i++)
-		if (rec_has_extent(&recs[i]))
-			for (uint64_t s = recs[i].sector;
-			     s < recs[i].sector + recs[i].nr_sectors; s++)
-				list[ptr[s]++] = (uint32_t)i;
-	for (uint64_t s = 0; s < dev_sectors; s++)
-		ptr[s] = cnt[s];
-	for (size_t i = 0, pf = SIZE_MAX; i < nr; i++) {
-		prev_flush[i] = pf;
-		if (recs[i].op == DM_REPL_OP_FLUSH)
-			pf = i;
-	}
-
+	tcheck_index(&t, dev_sectors);
 	memset(cs, 0, sizeof(*cs));
-	for (size_t t = 0; t < f->nr_trace; t++) {
-		const struct ev *e = &f->trace[t];
+	for (size_t i = 0; i < f->nr_trace; i++) {
+		const struct ev *e = &f->trace[i];
 
-		if (e->kind == EV_SUBMIT) {
-			struct sub *sb = &subs[e->sid];
-
-			*sb = (struct sub) {
-				.seq = e->seq, .op = e->op, .dsync = e->dsync,
-				.open = true, .cc = cc,
-			};
-			/* (e) */
-			CHECK(++in_flight <= depth, "%" PRIu64 " in flight, depth %u",
-			      in_flight, depth);
-			if (in_flight > cs->max_in_flight)
-				cs->max_in_flight = in_flight;
-			if (e->seq == APPLY_IO_NO_SEQ) {
-				CHECK(e->op == APPLY_IO_FDSYNC, "op %u without a record", e->op);
-				cs->syncs++;
-				continue;
-			}
-			CHECK(e->seq >= base && e->seq < base + nr, "seq %" PRIu64, e->seq);
-			size_t i = (size_t)(e->seq - base);
-			const struct apply_rec *r = &recs[i];
-
-			CHECK(!st[i].submitted, "seq %" PRIu64 " submitted twice", e->seq);
-			st[i].submitted = true;
-			if (f->reject_dsync)
-				CHECK(!e->dsync || e->op != APPLY_IO_WRITE, "dsync write accepted");
-			switch (r->op) {
-			case DM_REPL_OP_FLUSH:
-				CHECK(e->op == APPLY_IO_FDSYNC, "FLUSH as op %u", e->op);
-				/* (c) every earlier record completed */
-				while (lowest < nr && (st[lowest].complete ||
-						       recs[lowest].op == DM_REPL_OP_GAP))
-					lowest++;
-				CHECK(lowest == i, "FLUSH %" PRIu64 " issued before %" PRIu64
-				      " completed", e->seq, base + lowest);
-				break;
-			case DM_REPL_OP_WRITE:
-			case DM_REPL_OP_DISCARD:
-			case DM_REPL_OP_WRITE_ZEROES:
-				CHECK(e->op == (r->op == DM_REPL_OP_WRITE ? APPLY_IO_WRITE :
-						r->op == DM_REPL_OP_DISCARD ? APPLY_IO_DISCARD :
-						APPLY_IO_ZEROES), "seq %" PRIu64 " op %u", e->seq, e->op);
-				CHECK(e->offset == r->sector << 9 &&
-				      e->len == (uint64_t)r->nr_sectors << 9,
-				      "seq %" PRIu64 " extent", e->seq);
-				CHECK(e->dsync == ((r->flags & DM_REPL_F_FUA) &&
-						   !(f->reject_dsync && r->op == DM_REPL_OP_WRITE)),
-				      "seq %" PRIu64 " dsync %d", e->seq, e->dsync);
-				/* (a) no earlier record on any of its sectors incomplete */
-				for (uint64_t s = r->sector; s < r->sector + r->nr_sectors; s++) {
-					while (ptr[s] < cnt[s + 1] && st[list[ptr[s]]].complete)
-						ptr[s]++;
-					CHECK(ptr[s] < cnt[s + 1] && list[ptr[s]] == i,
-					      "seq %" PRIu64 " issued while %" PRIu64
-					      " (overlapping, earlier) was incomplete",
-					      e->seq, base + list[ptr[s]]);
-				}
-				cs->blocked_checks++;
-				break;
-			default:
-				CHECK(0, "seq %" PRIu64 ": op %u submitted", e->seq, r->op);
-			}
-			/* (b) the FLUSH before it completed */
-			if (prev_flush[i] != SIZE_MAX)
-				CHECK(st[prev_flush[i]].complete, "seq %" PRIu64
-				      " issued before FLUSH %" PRIu64 " completed",
-				      e->seq, base + prev_flush[i]);
-		} else if (e->kind == EV_COMPLETE) {
-			struct sub *sb = &subs[e->sid];
-
-			CHECK(sb->open, "sid %" PRIu64 " completed twice", e->sid);
-			sb->open = false;
-			in_flight--;
-			cc++;
-			if (e->res < 0)
-				continue;
-			if (sb->op == APPLY_IO_FDSYNC && sb->cc > durable_cc)
-				durable_cc = sb->cc;
-			if (sb->seq == APPLY_IO_NO_SEQ)
-				continue;
-			size_t i = (size_t)(sb->seq - base);
-
-			st[i].complete = true;
-			st[i].dsync = sb->dsync;
-			st[i].cc = cc;
-			if (sb->dsync)
-				cs->dsync_writes++;
-		} else {
-			const struct apply_progress *p = &e->p;
-
-			/* (d) */
-			CHECK(p->received >= last.received && p->written >= last.written &&
-			      p->durable >= last.durable, "progress went backwards");
-			CHECK(p->durable <= p->written && p->written <= p->received &&
-			      p->received <= base + nr, "progress %" PRIu64 "/%" PRIu64
-			      "/%" PRIu64, p->received, p->written, p->durable);
-			for (uint64_t s = last.written; s < p->written; s++)
-				CHECK(rec_written(&recs[s - base], &st[s - base], durable_cc),
-				      "written %" PRIu64 " passes %" PRIu64 " (op %u flags %#x)",
-				      p->written, s, recs[s - base].op, recs[s - base].flags);
-			for (uint64_t s = last.durable; s < p->durable; s++)
-				CHECK(rec_durable(&recs[s - base], &st[s - base], durable_cc),
-				      "durable %" PRIu64 " passes %" PRIu64 " (op %u flags %#x)",
-				      p->durable, s, recs[s - base].op, recs[s - base].flags);
-			last = *p;
-		}
+		if (e->kind == EV_SUBMIT)
+			tcheck_submit(&t, e);
+		else if (e->kind == EV_COMPLETE)
+			tcheck_complete(&t, e);
+		else
+			tcheck_progress(&t, &e->p);
 	}
-	CHECK(in_flight == 0, "%" PRIu64 " still in flight", in_flight);
-	free(st);
-	free(subs);
-	free(cnt);
-	free(ptr);
-	free(list);
-	free(prev_flush);
+	CHECK(t.in_flight == 0, "%" PRIu64 " still in flight", t.in_flight);
+	free(t.st);
+	free(t.subs);
+	free(t.cnt);
+	free(t.ptr);
+	free(t.list);
+	free(t.prev_flush);
 }
 
 /* ---- fake runs ------------------------------------------------------------- */
