@@ -634,6 +634,37 @@ static void fake_destroy(struct fake *f)
 	free(f);
 }
 
+/*
+ * Up to burst records from next on into the engine, as repld hands them
+ * over: a stop where it pushes back (counted in *eagain).  Returns the
+ * next record to submit.
+ */
+static size_t feed_burst(struct apply *a, const struct apply_rec *recs, size_t next,
+			 size_t nr, unsigned int burst, uint64_t *eagain)
+{
+	while (next < nr && burst--) {
+		const struct apply_rec *r = &recs[next];
+		struct apply_buf *buf = NULL;
+
+		if (r->op == DM_REPL_OP_WRITE) {
+			int rc = apply_buf_get(a, (size_t)r->nr_sectors << 9, &buf);
+
+			if (rc == -EAGAIN) {
+				(*eagain)++;
+				break;
+			}
+			CHECK_RC(rc, 0);
+			pattern_fill(0, r->seq, 0, buf->data, buf->len);
+		} else if (apply_full(a)) {
+			(*eagain)++;
+			break;
+		}
+		CHECK_RC(apply_submit(a, r, buf), 0);
+		next++;
+	}
+	return next;
+}
+
 static void run_fake(const struct fake_run *fr)
 {
 	struct gen g = {
@@ -670,26 +701,7 @@ static void run_fake(const struct fake_run *fr)
 	while (next < fr->records || apply_busy(a)) {
 		unsigned int burst = (unsigned int)(splitmix64(&rng) % 16);
 
-		while (next < fr->records && burst--) {
-			const struct apply_rec *r = &recs[next];
-			struct apply_buf *buf = NULL;
-
-			if (r->op == DM_REPL_OP_WRITE) {
-				int rc = apply_buf_get(a, (size_t)r->nr_sectors << 9, &buf);
-
-				if (rc == -EAGAIN) {
-					eagain++;
-					break;
-				}
-				CHECK_RC(rc, 0);
-				pattern_fill(0, r->seq, 0, buf->data, buf->len);
-			} else if (apply_full(a)) {
-				eagain++;
-				break;
-			}
-			CHECK_RC(apply_submit(a, r, buf), 0);
-			next++;
-		}
+		next = feed_burst(a, recs, next, fr->records, burst, &eagain);
 		fake_progress(f, a);
 		CHECK_RC(apply_run(a), 0);
 		fake_progress(f, a);
