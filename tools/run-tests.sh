@@ -25,11 +25,15 @@ setup() { # dir, options...
 
 rc=0
 logs=""
-run() { # dir, meson test args...
+NICE="" LOCK=""
+run() { # dir, meson test args... (a first --logbase NAME names the log)
 	d=$1; shift
-	rm -f "$d/meson-logs/testlog.json"
-	meson test -C "$d" --no-rebuild --print-errorlogs "$@" || rc=1
-	logs="$logs $d/meson-logs/testlog.json"
+	lb=testlog
+	if [ "${1:-}" = --logbase ]; then lb=$2; shift 2; fi
+	rm -f "$d/meson-logs/$lb.json"
+	# shellcheck disable=SC2086 # $LOCK and $NICE are command prefixes
+	${LOCK:-} ${NICE:-} meson test -C "$d" --no-rebuild --print-errorlogs --logbase "$lb" "$@" || rc=1
+	logs="$logs $d/meson-logs/$lb.json"
 }
 
 # A build that fails is one failure, and still ends with the summary line.
@@ -44,42 +48,60 @@ setup "$B-asan" -Dvm_tests=disabled -Dmodule=disabled -Db_sanitize=address,undef
 if [ $# -gt 0 ]; then
 	run "$B" "$@"
 else
-	# The guest suites (vm, package, system, cluster: one QEMU at a
-	# time, meson runs them one by one) keep a TCG guest busy on about
-	# 1.2 of the machine's 2 cores.  The host suites run beside them,
-	# niced, in what the guests leave, instead of before them: each
-	# suite where it finds most, integration under ASan+UBSan, fuzz
-	# with clang's libFuzzer, unit everywhere, lint with gcc.  The
-	# guests' output follows the host suites' once both are done.
-	guest_suites="--suite vm --suite package --suite system --suite cluster"
-	glog=$B/meson-logs/guest-suites.txt
-	rm -f "$B/meson-logs/testlog-guest.json"
-	echo "=== guest suites (vm, package, system, cluster), log: $glog"
+	# Two chains side by side, each one test at a time.  The guest
+	# chain: the vm suite's single-guest tests, then its two-guest
+	# tests.  The host chain: the host suites (niced, each where it
+	# finds most: integration under ASan+UBSan, fuzz with clang's
+	# libFuzzer, unit everywhere, lint with gcc), the cluster suite, the
+	# system suites' image and packages, then the package and system
+	# suites.  A TCG guest keeps about 1.2 of the machine's 2 cores
+	# busy, so one guest test and host work or a second single guest
+	# share the machine well; tests that boot two guests (t2-*,
+	# pacemaker) take $B/pair.lock, so that no more than three guests
+	# ever run at once.  The chains' output follows once both are done.
+	all_vm=$(meson test -C "$B" --no-rebuild --list --suite vm 2>/dev/null | sed -n 's|^[^ ]*:vm / ||p')
+	single_vm=$(echo "$all_vm" | grep -v '^t2-' | tr '\n' ' ')
+	pair_vm=$(echo "$all_vm" | grep '^t2-' | tr '\n' ' ')
+	glog=$B/meson-logs/guest-chain.txt
+	grc=$B/meson-logs/guest-chain.rc
+	rm -f "$B"/meson-logs/testlog-vm*.json "$B/meson-logs/testlog-cluster.json" \
+		"$B/meson-logs/testlog-system.json" "$grc"
+	echo "=== guest chain (vm suite), log: $glog"
 	# shellcheck disable=SC2086
-	meson test -C "$B" --no-rebuild --print-errorlogs --logbase testlog-guest \
-		$guest_suites > "$glog" 2>&1 &
+	{
+		r=0
+		[ -z "$single_vm" ] || meson test -C "$B" --no-rebuild --print-errorlogs \
+			--logbase testlog-vm --suite vm $single_vm || r=1
+		[ -z "$pair_vm" ] || flock "$B/pair.lock" meson test -C "$B" --no-rebuild \
+			--print-errorlogs --logbase testlog-vm2 --suite vm $pair_vm || r=1
+		echo "$r" > "$grc"
+	} > "$glog" 2>&1 &
 	gpid=$!
-	renice -n 10 -p $$ > /dev/null
-	echo "=== host suites, beside them (nice 10)"
+	echo "=== host chain: host suites (nice 10), cluster, package, system"
+	NICE="nice -n 10"
 	run "$B-asan" --suite unit --suite integration
 	FUZZ_TIME=${FUZZ_TIME:-20}
 	export FUZZ_TIME
 	run "$B-clang" --suite unit --suite fuzz
 	run "$B" --no-suite integration --no-suite vm --no-suite package \
 		--no-suite system --no-suite cluster
-	# Then the system and cluster suites' guest image and packages, so
-	# that those suites find them ready (mkimage.sh and debs.sh keep
-	# them until what they are built from changes), under the lock
-	# those suites take.  A failure is not counted here: the suites try
-	# again and report it.
+	NICE="" LOCK="flock $B/pair.lock"
+	run "$B" --logbase testlog-cluster --suite cluster
+	LOCK=""
+	# The system suites' guest image and packages (mkimage.sh and
+	# debs.sh keep them until what they are built from changes), under
+	# the lock those suites take.  A failure is not counted here: the
+	# suites try again and report it.
 	echo "=== the system suites' image and packages"
 	{ flock "$B/system.lock" "$SRC/tests/system/mkimage.sh" "$B/system/image" &&
 		flock "$B/system.lock" "$SRC/tests/system/debs.sh" "$B/system/deb"; } ||
 		echo "=== not ready: the system suite builds them"
-	echo "=== guest suites: waiting for them"
-	wait "$gpid" || rc=1
+	run "$B" --logbase testlog-system --suite package --suite system
+	echo "=== guest chain: waiting for it"
+	wait "$gpid" || true
+	[ "$(cat "$grc" 2>/dev/null)" = 0 ] || rc=1
 	cat "$glog"
-	logs="$logs $B/meson-logs/testlog-guest.json"
+	logs="$logs $B/meson-logs/testlog-vm.json $B/meson-logs/testlog-vm2.json"
 fi
 
 # The suites' times, summed from the same logs (tests of one suite may
