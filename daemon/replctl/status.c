@@ -60,6 +60,9 @@ static void print_target(struct json_object *o, struct json_object *t)
 	if (client_u64(t, "overflows") || client_u64(t, "hold_timeouts"))
 		printf(" overflows:%" PRIu64 " hold-timeouts:%" PRIu64,
 		       client_u64(t, "overflows"), client_u64(t, "hold_timeouts"));
+	/* the local writes that failed: the target's count, when repld could read it */
+	if (json_object_object_get_ex(t, "io_errors", NULL))
+		printf(" io-errors:%" PRIu64, client_u64(t, "io_errors"));
 	printf("\n");
 }
 
@@ -132,7 +135,7 @@ static void print_primary(struct json_object *o, struct json_object *pr)
 }
 
 /* Modelled on drbdadm status. */
-static void print_status(struct json_object *o)
+void status_print(struct json_object *o)
 {
 	struct json_object *t, *peers, *pr;
 	size_t i;
@@ -188,7 +191,7 @@ int status_cmd(const struct client_opts *opt, int argc, char **argv)
 		if (json)
 			json_object_array_add(all, reply);
 		else {
-			print_status(reply);
+			status_print(reply);
 			json_object_put(reply);
 		}
 	}

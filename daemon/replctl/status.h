@@ -5,6 +5,11 @@
 
 #include "client.h"
 
+#include <json-c/json.h>
+
+/* One resource's status (repld's reply) for a human. */
+void status_print(struct json_object *o);
+
 int status_cmd(const struct client_opts *opt, int argc, char **argv);
 
 #endif
