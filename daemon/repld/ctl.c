@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ctl-commands.h"
 #include "ctl.h"
 #include "log.h"
 #include "loop.h"
@@ -52,9 +53,6 @@ struct ctl {
 	unsigned int nr_subscribers;
 	uint64_t events_ms;		/* the last update */
 };
-
-/* What members of the control group may run. */
-static const char *const ctl_readonly_cmds[] = { "status", "events" };
 
 static int mkdir_parent(const char *path)
 {
@@ -112,12 +110,12 @@ static const struct ctl_command *ctl_find(const struct ctl_dispatch *d, const ch
 	return NULL;
 }
 
+/* What members of the control group may run: ctl-commands.c says. */
 static bool ctl_cmd_readonly(const char *name)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(ctl_readonly_cmds); i++)
-		if (!strcmp(name, ctl_readonly_cmds[i]))
-			return true;
-	return false;
+	const struct ctl_commands_info *k = ctl_commands_find(name);
+
+	return k && k->readonly;
 }
 
 static struct json_object *ctl_handle(const struct ctl_dispatch *d, struct json_object *req,

@@ -7,19 +7,23 @@
 #    each other; a library never logs (no log_* outside log.c);
 #  - one prefix per file for its external names (file foo-bar.c: foo_bar_*;
 #    metadata.c: md_*; the folder does not count: repld's primary/stream.c
-#    is stream_*), and no name at all in libdevmapper's dm_ namespace.
+#    is stream_*), and no name at all in libdevmapper's dm_ namespace;
+#  - replctl (all but its main.c, libreplctl.a) the same: no circle, one
+#    prefix per file, and it uses nothing but lib/common.
 # Usage: layers.sh <libreplcommon.a> <libreplring.a> <libreplwire.a>
-#                  <libreplapply.a> <libreplcore.a>
+#                  <libreplapply.a> <libreplcore.a> [<libreplctl.a>]
 set -eu
-[ $# -eq 5 ] || { echo "usage: $0 common.a ring.a wire.a apply.a core.a" >&2; exit 2; }
+[ $# -eq 5 ] || [ $# -eq 6 ] ||
+	{ echo "usage: $0 common.a ring.a wire.a apply.a core.a [replctl.a]" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# layer <archive>: 0 common, 1 ring/wire/apply, 2 repld
+# layer <archive>: 0 common, 1 ring/wire/apply, 2 repld, 3 replctl
 layer() {
 	case $(basename "$1") in
 	libreplcommon.a) echo 0 ;;
 	libreplcore.a) echo 2 ;;
+	libreplctl.a) echo 3 ;;
 	*) echo 1 ;;
 	esac
 }
@@ -57,6 +61,7 @@ fi
 awk '$5 > $2 { print "  " $1 " (layer " $2 ") uses " $3 " of " $4 " (layer " $5 ")" }
      $2 == 1 && $5 == 1 && substr($1, 1, index($1, "/")) != substr($4, 1, index($4, "/")) {
 	     print "  " $1 " uses " $3 " of " $4 ": the libraries of one layer are independent" }
+     $2 == 3 && $5 != 0 && $5 != 3 { print "  " $1 " (replctl) uses " $3 " of " $4 ": replctl uses lib/common only" }
      $2 < 2 && $3 ~ /^log_/ { print "  " $1 " logs (" $3 "): libraries return errors, callers log" }' \
 	"$tmp/edges" > "$tmp/wrong"
 if [ -s "$tmp/wrong" ]; then

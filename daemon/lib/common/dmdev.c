@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <linux/fs.h>
@@ -232,5 +233,27 @@ int dmdev_size_sectors(int fd, uint64_t *ret)
 		return -ENOTBLK;
 	}
 	*ret = bytes >> 9;
+	return 0;
+}
+
+int dmdev_repl_io_errors(const char *status, uint64_t *ret)
+{
+	const char *p = status;
+	unsigned long long v;
+	char *end;
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		p += strspn(p, " ");
+		p += strcspn(p, " ");
+	}
+	p += strspn(p, " ");
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(p, &end, 10);
+	if (errno || (*end && *end != ' '))
+		return -EINVAL;
+	*ret = v;
 	return 0;
 }

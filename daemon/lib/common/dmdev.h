@@ -44,6 +44,12 @@ int dmdev_reload_target(const char *name, const char *target, uint64_t sectors,
 int dmdev_message(const char *name, const char *msg, char *reply, size_t len);
 /* INFO status parameters of the target, read without flushing */
 int dmdev_status(const char *name, char *buf, size_t len);
+/*
+ * The local writes that failed (<io_errors>, the 17th field of the repl
+ * target's INFO status: dm-repl-target.c), from a status line; -EINVAL if
+ * it has no such field.
+ */
+int dmdev_repl_io_errors(const char *status, uint64_t *ret);
 /* Size of a block device or regular file in 512-byte sectors */
 int dmdev_size_sectors(int fd, uint64_t *ret);
 

@@ -232,6 +232,16 @@ int admin_reload(struct primary *pri, const struct config *n)
 	return 0;
 }
 
+/* The local writes that failed, as the target counts them (its status line). */
+static void admin_io_errors(struct primary *pri, struct json_object *k)
+{
+	char st[1024];
+	uint64_t n;
+
+	if (dmdev_status(pri->dm_name, st, sizeof(st)) == 0 && dmdev_repl_io_errors(st, &n) == 0)
+		json_object_object_add(k, "io_errors", json_object_new_uint64(n));
+}
+
 /* The generation, and the target's state as its ring reports it (into *ri). */
 static void admin_status_target(struct primary *pri, struct json_object *o,
 				struct ring_info *ri)
@@ -258,6 +268,7 @@ static void admin_status_target(struct primary *pri, struct json_object *o,
 	json_object_object_add(k, "dirty_regions", json_object_new_uint64(ri->dirty_regions));
 	json_object_object_add(k, "overflows", json_object_new_uint64(ri->overflows));
 	json_object_object_add(k, "hold_timeouts", json_object_new_uint64(ri->hold_timeouts));
+	admin_io_errors(pri, k);
 	json_object_object_add(k, "stream_id", json_object_new_uint64(ri->ring_id));
 	json_object_object_add(k, "metadata", json_object_new_string(
 		strcmp(c->meta_device, "-") ? c->meta_device :

@@ -1,0 +1,37 @@
+#!/bin/sh
+# One list of control commands: the names of repld's command tables (the
+# manager's, the primary's, the secondary's) are exactly those of
+# ctl-commands.c, and so are replctl's verbs that talk to repld.
+# Usage: test-ctl-commands.sh PRINT-CTL-COMMANDS SOURCE-ROOT [REPLCTL]
+set -eu
+dump=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$dump" | sort > "$tmp/list"
+[ -s "$tmp/list" ] || { echo "no commands from $dump" >&2; exit 1; }
+# { .name = "set-mode", ... } inside a "struct ctl_command" table
+for f in daemon/repld/manager.c daemon/repld/primary/admin.c daemon/repld/secondary/secondary.c; do
+	awk '/^(static )?const struct ctl_command [a-z_]+\[\] = \{/ { t = 1; next }
+	     t && /^\};/ { t = 0 }
+	     t' "$src/$f" | grep -o '\.name = "[a-z-]*"' | sed 's/.*"\(.*\)"/\1/'
+done | sort -u > "$tmp/tables"
+fail=0
+if ! cmp -s "$tmp/list" "$tmp/tables"; then
+	echo "commands in ctl-commands.c but in no repld table:" >&2
+	comm -23 "$tmp/list" "$tmp/tables" | sed 's/^/  /' >&2
+	echo "commands of repld's tables not in ctl-commands.c:" >&2
+	comm -13 "$tmp/list" "$tmp/tables" | sed 's/^/  /' >&2
+	fail=1
+fi
+if [ $# -ge 3 ]; then
+	"$3" __ctl-commands | sort > "$tmp/replctl"
+	if ! cmp -s "$tmp/list" "$tmp/replctl"; then
+		echo "replctl's control commands differ from ctl-commands.c:" >&2
+		diff "$tmp/list" "$tmp/replctl" | sed 's/^/  /' >&2
+		fail=1
+	fi
+fi
+[ $fail -eq 0 ] || exit 1
+echo "$(wc -l < "$tmp/list") control commands, the same in ctl-commands.c and repld's tables"
