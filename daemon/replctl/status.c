@@ -123,7 +123,11 @@ static void print_primary(struct json_object *o, struct json_object *pr)
 	char a[32];
 
 	client_human_bytes(client_u64(o, "device_sectors") * 512, a, sizeof(a));
-	printf("  device:%s (%s)\n", client_str(o, "device"), a);
+	printf("  device:%s (%s)", client_str(o, "device"), a);
+	/* the writes to the device that failed */
+	if (json_object_object_get_ex(o, "io_errors", NULL))
+		printf(" io-errors:%" PRIu64, client_u64(o, "io_errors"));
+	printf("\n");
 	printf("  %s connection:%s mode:%s\n", client_str(pr, "name"),
 	       client_str(pr, "connection"), client_str(pr, "mode"));
 	printf("    stream:%016" PRIx64 " received:%" PRIu64 " written:%" PRIu64

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * replctl status for a human, from repld's JSON: the local I/O error count
- * (the target's io_errors, which repld reads from its status line) is
- * printed with its value, and only when repld has it.
+ * (on a primary the target's io_errors, which repld reads from its status
+ * line; on a secondary its own failed writes) is printed with its value,
+ * and only when repld has it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -40,6 +41,9 @@ static char *printed(const char *text)
 	return buf;
 }
 
+#define SECONDARY(extra) \
+	"{\"ok\":true,\"resource\":\"r0\",\"role\":\"secondary\",\"device\":\"/dev/vdb\"," \
+	"\"device_sectors\":2048" extra ",\"primary\":{\"name\":\"alpha\"}}"
 #define PRIMARY(extra) \
 	"{\"ok\":true,\"resource\":\"r0\",\"role\":\"primary\",\"device\":\"r0\"," \
 	"\"target\":{\"mode\":\"async\",\"state\":\"ok\",\"head\":5,\"tail\":5,\"acked\":5" extra "}}"
@@ -54,6 +58,12 @@ int main(void)
 	s = printed(PRIMARY(",\"io_errors\":0"));
 	CHECK(strstr(s, " io-errors:0\n"), "io_errors 0 not printed:\n%s", s);
 	s = printed(PRIMARY(""));
+	CHECK(!strstr(s, "io-errors"), "io-errors without io_errors:\n%s", s);
+	/* a secondary's own failed writes, on its device line */
+	s = printed(SECONDARY(",\"io_errors\":2"));
+	CHECK(strstr(s, "  device:/dev/vdb (1.0 MiB) io-errors:2\n"),
+	      "the secondary's io_errors 2 not printed:\n%s", s);
+	s = printed(SECONDARY(""));
 	CHECK(!strstr(s, "io-errors"), "io-errors without io_errors:\n%s", s);
 
 	/* the target's INFO status line (dm-repl-target.c): io_errors is the 17th field */

@@ -490,6 +490,7 @@ static void apply_sync_complete(struct apply *a, struct apply_io *io)
 
 	a->sync.busy = false;
 	if (io->res < 0) {
+		a->stats.io_errors++;
 		apply_set_error(a, (int)io->res);
 		return;
 	}
@@ -517,10 +518,12 @@ static void apply_io_complete(struct apply *a, struct apply_io *io)
 	req = container_of(io, struct apply_req, io);
 	if (io->res < 0) {
 		/* the record stays incomplete: "written" never passes it */
+		a->stats.io_errors++;
 		apply_set_error(a, (int)io->res);
 		return;
 	}
 	if (io->op == APPLY_IO_WRITE && (uint64_t)io->res != io->len) {
+		a->stats.io_errors++;
 		apply_set_error(a, -EIO);
 		return;
 	}

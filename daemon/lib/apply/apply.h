@@ -128,6 +128,7 @@ struct apply_stats {
 	uint64_t discards;	/* DISCARD records completed */
 	uint64_t zeroes;	/* WRITE_ZEROES records completed */
 	uint64_t checkpoints;	/* fdatasyncs not for a FLUSH record, completed */
+	uint64_t io_errors;	/* backend operations that failed or wrote short */
 	uint64_t queued;	/* records received and not completed */
 	uint64_t buffer_bytes;	/* bytes counted against max_buffer_bytes */
 	unsigned int in_flight;	/* backend operations in flight */

@@ -972,6 +972,7 @@ static void test_error(void)
 {
 	struct fake *f = fake_new(3, 1024);
 	struct apply_progress p;
+	struct apply_stats st;
 	struct apply_buf *buf;
 	struct apply_rec r;
 	struct apply *a;
@@ -992,6 +993,8 @@ static void test_error(void)
 		fake_step(f);
 	CHECK_RC(apply_run(a), -EIO);
 	CHECK_RC(apply_run(a), -EIO);
+	apply_get_stats(a, &st);
+	CHECK(st.io_errors == 1, "io_errors %" PRIu64 ", want 1", st.io_errors);
 	apply_progress(a, &p);
 	CHECK(p.written == 5 && p.durable <= 5, "written %" PRIu64 " durable %" PRIu64,
 	      p.written, p.durable);

@@ -32,9 +32,7 @@ static int pass_reopen(struct secondary *s, const char *path)
 	fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
 	if (fd < 0)
 		return log_error_errno(-errno, "%s: open %s", s->resource, path);
-	loop_del(s->env->loop, &s->ev_apply);
-	apply_free(s->apply);
-	s->apply = NULL;
+	records_engine_free(s);
 	close(s->dev_fd);
 	s->dev_fd = fd;
 	return records_engine_new(s, s->xl->lnext);

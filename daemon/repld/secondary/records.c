@@ -88,6 +88,25 @@ static void xl_trim(struct sec_xlate *x, uint64_t l)
 }
 
 /* The engine's progress in the primary's stream sequence. */
+/* The device writes that failed since repld started, over every engine. */
+uint64_t records_io_errors(const struct secondary *s)
+{
+	struct apply_stats st = { 0 };
+
+	if (s->apply)
+		apply_get_stats(s->apply, &st);
+	return s->io_errors + st.io_errors;
+}
+
+/* The engine goes (its failed writes stay counted). */
+void records_engine_free(struct secondary *s)
+{
+	s->io_errors = records_io_errors(s);
+	loop_del(s->env->loop, &s->ev_apply);
+	apply_free(s->apply);
+	s->apply = NULL;
+}
+
 void records_progress(struct secondary *s, struct apply_progress *p)
 {
 	struct apply_progress e;
@@ -187,9 +206,7 @@ int records_engine_stop(struct secondary *s)
 		log_error_errno(r, "%s: writing the last records", s->resource);
 	else if (p.durable != s->state_durable)
 		copy_save(s, p.durable);
-	loop_del(s->env->loop, &s->ev_apply);
-	apply_free(s->apply);
-	s->apply = NULL;
+	records_engine_free(s);
 	if (s->rt)
 		resync_target_clear(s->rt);	/* their connection is gone */
 	return r;

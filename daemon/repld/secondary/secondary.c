@@ -204,6 +204,7 @@ static void secondary_status(struct role *r, struct json_object *o)
 	json_object_object_add(o, "resync_bytes", json_object_new_uint64(s->rs_bytes));
 	json_object_object_add(o, "hash_requests", json_object_new_uint64(s->hash_requests));
 	json_object_object_add(o, "device_sectors", json_object_new_uint64(s->dev_sectors));
+	json_object_object_add(o, "io_errors", json_object_new_uint64(records_io_errors(s)));
 	json_object_object_add(po, "name", json_object_new_string(s->primary_node[0] ?
 								   s->primary_node : "-"));
 	json_object_object_add(po, "connection", json_object_new_string(

@@ -159,6 +159,7 @@ struct secondary {
 	struct sec_xlate *xl;		/* engine sequence -> stream sequence */
 	struct resync_target *rt;	/* resync requests waiting for writes */
 	uint64_t rs_blocks, rs_bytes, hash_requests;
+	uint64_t io_errors;		/* failed writes of the engines already freed */
 	/* zstd payloads (Hello FEATURE_ZSTD): read into zin, decompressed
 	 * into the engine's buffer; zst.in_bytes counts them decompressed */
 	uint8_t *zin;
@@ -197,6 +198,8 @@ ssize_t conn_readv(void *ctx, const struct iovec *iov, int iovcnt);
 /* records.c */
 bool records_device_holds(struct secondary *s, uint64_t end);
 void records_progress(struct secondary *s, struct apply_progress *p);
+uint64_t records_io_errors(const struct secondary *s);
+void records_engine_free(struct secondary *s);
 void records_persist(struct secondary *s, bool force);
 void records_send_ack(struct secondary *s);
 int records_engine_stop(struct secondary *s);
