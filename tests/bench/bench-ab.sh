@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Benchmark (not a test): repld of REV against repld of the working tree,
 # alternating in one guest run, so that the machine's drift between runs
 # (a factor of 1.3 in IOPS from one hour to the next under TCG) does not
@@ -8,9 +8,11 @@
 # 4k qd1 random writes (fio, O_DIRECT); prints each version's median IOPS,
 # latency and repld CPU per record on each side.  About 5 minutes.
 # Usage: tests/bench/bench-ab.sh REV [build dir]   env: ROUNDS (3), RUNTIME (10)
-set -eu
+set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 REV [build dir]" >&2; exit 2; }
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/bench-lib.sh
+. "$SRC/tests/bench/bench-lib.sh"
 B=$(cd "${2:-$SRC/build}" && pwd)
 REV=$(git -C "$SRC" rev-parse --short "$1") || exit 2
 ninja -C "$B" >/dev/null
@@ -30,8 +32,6 @@ TREE=$(git -C "$SRC" rev-parse --short HEAD)
 git -C "$SRC" diff --quiet HEAD -- daemon proto || TREE=$TREE+
 [ "$TREE" != "$REV" ] || { echo "$0: $REV is the tree's own commit" >&2; exit 2; }
 cp "$B/daemon/repld/repld" "$B/ab/repld-$TREE"
-DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 3600 --name bench-ab \
+bench_run ab 2 --mem 3072 --disk-size 2G --timeout 3600 \
 	--env VERSIONS="$REV $TREE" --env ROUNDS="${ROUNDS:-3}" --env RUNTIME="${RUNTIME:-10}" \
-	"$SRC/tests/bench/guest-ab.sh" > "$B/bench-ab.log" 2>&1 || { tail -40 "$B/bench-ab.log"; exit 1; }
-grep -a '^BENCH' "$B/bench-ab.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
+	"$SRC/tests/bench/guest-ab.sh"

@@ -24,12 +24,11 @@ if [ "${BENCH_META_GUEST:-0}" != 1 ]; then
 	B=$(cd "${1:-$SRC/build}" && pwd)
 	# only what the guest uses (the module, replctl, repl-ringtest)
 	ninja -C "$B" dm-repl/dm-repl.ko daemon/replctl/replctl tests/tools/repl-ringtest >/dev/null
-	DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-		"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 900 --name bench-meta \
+	# the runner is bash and this file sh (as the guest runs it): as a command
+	export SRC B
+	exec bash "$SRC/tests/bench/bench-lib.sh" meta 2 --mem 3072 --disk-size 2G --timeout 900 \
 		--env BENCH_META_GUEST=1 --env ROUNDS="${ROUNDS:-5}" --env WORKLOADS="${WORKLOADS:-1G-qd32 1G-qd1 64M-qd32 64M-qd1}" --env RUNTIME="${RUNTIME:-8}" \
-		"$SRC/tests/bench/bench-meta.sh" > "$B/bench-meta.log" 2>&1 || { tail -40 "$B/bench-meta.log"; exit 1; }
-	grep -a '^BENCH' "$B/bench-meta.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
-	exit 0
+		"$SRC/tests/bench/bench-meta.sh"
 fi
 
 # ---- guest side

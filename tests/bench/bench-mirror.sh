@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Benchmark (not a test): the 2003 ENBD report replayed: RAID1 over two
 # network disks ran five times slower than one.  One primary, two sync
 # peers on their own shaped 1 Gbit/s links, against one peer, two peers
@@ -7,12 +7,12 @@
 # (the [goal ...] lines).  About 10 minutes under TCG.
 # Usage: tests/bench/bench-mirror.sh [build dir]
 # env: ROUNDS (3) RUNTIME (15 s) LINK_RATE (1gbit)
-set -eu
+set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/bench-lib.sh
+. "$SRC/tests/bench/bench-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
-DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 3 --disk-size 2G --timeout 3600 --name bench-mirror \
+bench_run mirror 3 --mem 3072 --disk-size 2G --timeout 3600 \
 	--env ROUNDS="${ROUNDS:-3}" --env RUNTIME="${RUNTIME:-15}" --env LINK_RATE="${LINK_RATE:-1gbit}" \
-	"$SRC/tests/bench/guest-mirror.sh" > "$B/bench-mirror.log" 2>&1 || { tail -40 "$B/bench-mirror.log"; exit 1; }
-grep -a '^BENCH' "$B/bench-mirror.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
+	"$SRC/tests/bench/guest-mirror.sh"

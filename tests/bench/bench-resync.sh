@@ -49,14 +49,12 @@ if [ "${BENCH_RESYNC_GUEST:-0}" != 1 ]; then
 	command -v socat > /dev/null || { echo "bench-resync: socat is missing (tools/deps.sh)" >&2; exit 1; }
 	# only what the guest uses
 	ninja -C "$B" dm-repl/dm-repl.ko daemon/repld/repld daemon/replctl/replctl > /dev/null
-	DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-		"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size "${DISK:-1G}" --timeout 1200 \
-		--name bench-resync --env BENCH_RESYNC_GUEST=1 --env ROUNDS="${ROUNDS:-3}" \
+	# the runner is bash and this file sh (as the guest runs it): as a command
+	export SRC B
+	exec bash "$SRC/tests/bench/bench-lib.sh" --tail 60 resync 2 --mem 3072 \
+		--disk-size "${DISK:-1G}" --timeout 1200 --env BENCH_RESYNC_GUEST=1 --env ROUNDS="${ROUNDS:-3}" \
 		--env BITMAP_RUNS="${BITMAP_RUNS:-1}" --env PERF="${PERF:-0}" --env VERIFY="${VERIFY:-1}" \
-		"$SRC/tests/bench/bench-resync.sh" > "$B/bench-resync.log" 2>&1 ||
-		{ tail -60 "$B/bench-resync.log"; exit 1; }
-	grep -a '^BENCH' "$B/bench-resync.log" | sed 's/^BENCH-TABLE //; s/^BENCH-GOAL //'
-	exit 0
+		"$SRC/tests/bench/bench-resync.sh"
 fi
 
 # ---- guest side

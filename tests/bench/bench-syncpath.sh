@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Benchmark (not a test): where the time of a sync 4k write goes.  Boots
 # the guest once; repl sync with a primary and a secondary repld on
 # loopback; prints the untraced 4k qd1 latency (raw disk and repl sync) and,
@@ -10,13 +10,14 @@
 # 3 minutes.
 # Usage: tests/bench/bench-syncpath.sh [build dir]   env: RUNTIME, ROUNDS, TRANSPORT
 # (plain, ktls, user), CIPHER (see guest-syncpath.sh), TCG_CPU (vm-run.sh)
-set -eu
+set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/bench-lib.sh
+. "$SRC/tests/bench/bench-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
-DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 600 --name bench-syncpath \
+bench_run --lines '^BENCH\|^SYNCPATH' --strip 's/^BENCH //; s/^SYNCPATH //' syncpath 2 \
+	--mem 3072 --disk-size 2G --timeout 600 \
 	--env RUNTIME="${RUNTIME:-8}" --env ROUNDS="${ROUNDS:-3}" --env TRANSPORT="${TRANSPORT:-plain}" \
 	--env CIPHER="${CIPHER:-aes-128-gcm}" \
-	"$SRC/tests/bench/guest-syncpath.sh" > "$B/bench-syncpath.log" 2>&1 || { tail -40 "$B/bench-syncpath.log"; exit 1; }
-grep -a '^BENCH\|^SYNCPATH' "$B/bench-syncpath.log" | sed 's/^BENCH //; s/^SYNCPATH //'
+	"$SRC/tests/bench/guest-syncpath.sh"

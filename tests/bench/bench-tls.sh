@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Benchmark (not a test): what TLS costs on the replication link.  Boots
 # the guest once; plain TCP, TLS with kTLS sending and TLS in userspace, on
 # loopback and on a shaped veth link (1 Gbit/s, or a quarter of the guest's
@@ -18,13 +18,13 @@
 # (x86-64 without SSSE3, AVX or AES-NI) ChaCha20-Poly1305 runs at 125-145
 # MB/s in the guest, some 30 times slower than AES-GCM on the host, in
 # line with the rest: the realistic run for the cost of TLS.
-set -eu
+set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/bench/bench-lib.sh
+. "$SRC/tests/bench/bench-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
-DMREPL_BUILD_DIR=$B DMREPL_SRC_DIR=$SRC DMREPL_REQUIRE_VM=1 \
-	"$SRC/tests/vm/vm-run.sh" --mem 3072 --disks 2 --disk-size 2G --timeout 1200 --name bench-tls \
+bench_run --lines '^BENCH\|^LOG\|\[+' --strip 's/^BENCH //' tls 2 --mem 3072 --disk-size 2G --timeout 1200 \
 	--env RUNTIME="${RUNTIME:-15}" --env LINKS="${LINKS:-loopback shaped}" \
 	--env TRANSPORTS="${TRANSPORTS:-plain ktls user}" --env CIPHER="${CIPHER:-aes-128-gcm}" \
-	"$SRC/tests/bench/guest-tls.sh" > "$B/bench-tls.log" 2>&1 || { tail -40 "$B/bench-tls.log"; exit 1; }
-grep -a '^BENCH\|^LOG\|\[+' "$B/bench-tls.log" | sed 's/^BENCH //'
+	"$SRC/tests/bench/guest-tls.sh"

@@ -15,11 +15,11 @@
 #      the link's TCP rate)
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-# shellcheck source=tests/bench/throttle-lib.sh
-. "$SRC/tests/bench/throttle-lib.sh"
+# shellcheck source=tests/bench/bench-lib.sh
+. "$SRC/tests/bench/bench-lib.sh"
 B=$(cd "${1:-$SRC/build}" && pwd)
 ninja -C "$B" >/dev/null
-throttle_bench wan 5 --mem 3072 --disk-size 2G --timeout 7200 \
+bench_run wan 5 --mem 3072 --disk-size 2G --timeout 7200 \
 	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
 	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
 	--env PARTS="${PARTS:-replay replay-disk zstd resync}" --env PROFILE="${PROFILE:-0}" \

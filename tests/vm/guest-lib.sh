@@ -52,7 +52,7 @@ vm_disk() {
 }
 
 # disk_throttle BYTES_PER_S : every disk's writes limited to that (0: no
-# limit) by the host, over QMP (tests/bench/throttle-lib.sh; only under a
+# limit) by the host, over QMP (tests/bench/bench-lib.sh; only under a
 # bench script that serves it); fails when the host did not do it
 disk_throttle() {
 	echo "$1" > /srv/throttle-request.tmp
