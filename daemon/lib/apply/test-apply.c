@@ -1217,6 +1217,33 @@ static void aio_wait(struct apply *a, int timeout_ms)
 	      strerror(errno));
 }
 
+/*
+ * Submit up to 64 of recs[*next..records), the WRITEs with their patterns;
+ * true when the engine pushed back (no buffer, or full) before the 64th.
+ */
+static bool aio_submit_burst(struct apply *a, const struct apply_rec *recs, size_t records,
+			     size_t *next)
+{
+	for (int burst = 0; *next < records && burst < 64; burst++) {
+		const struct apply_rec *r = &recs[*next];
+		struct apply_buf *buf = NULL;
+
+		if (r->op == DM_REPL_OP_WRITE) {
+			int rc = apply_buf_get(a, (size_t)r->nr_sectors << 9, &buf);
+
+			if (rc == -EAGAIN)
+				return true;
+			CHECK_RC(rc, 0);
+			pattern_fill(0, r->seq, 0, buf->data, buf->len);
+		} else if (apply_full(a)) {
+			return true;
+		}
+		CHECK_RC(apply_submit(a, r, buf), 0);
+		(*next)++;
+	}
+	return false;
+}
+
 static void run_aio(const char *dir, const char *name, size_t records,
 		    uint64_t seed, unsigned int block_size, uint32_t align)
 {
@@ -1248,31 +1275,11 @@ static void run_aio(const char *dir, const char *name, size_t records,
 
 	deadline = now_ns() + 120 * 1000000000ULL;
 	while (next < records || apply_busy(a)) {
-		bool blocked = false;
+		bool blocked;
 		int timeout;
 
-		for (int burst = 0; next < records && burst < 64; burst++) {
-			const struct apply_rec *r = &recs[next];
-			struct apply_buf *buf = NULL;
-
-			if (r->op == DM_REPL_OP_WRITE) {
-				int rc = apply_buf_get(a, (size_t)r->nr_sectors << 9, &buf);
-
-				if (rc == -EAGAIN) {
-					blocked = true;
-					eagain++;
-					break;
-				}
-				CHECK_RC(rc, 0);
-				pattern_fill(0, r->seq, 0, buf->data, buf->len);
-			} else if (apply_full(a)) {
-				blocked = true;
-				eagain++;
-				break;
-			}
-			CHECK_RC(apply_submit(a, r, buf), 0);
-			next++;
-		}
+		blocked = aio_submit_burst(a, recs, records, &next);
+		eagain += blocked;
 		CHECK_RC(apply_run(a), 0);
 		apply_progress(a, &p);
 		CHECK(p.received >= last.received && p.written >= last.written &&
