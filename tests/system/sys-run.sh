@@ -41,7 +41,14 @@ fail() { echo "sys-run: FAIL $NAME: $*" >&2; exit 1; }
 for t in qemu-system-x86_64 qemu-img; do
 	command -v $t > /dev/null || fail "$t is not installed (tools/deps.sh)"
 done
-KVER=$(ls /lib/modules | grep -- '-amd64$' | sort -V | tail -n 1)
+missing() { fail "$*"; }
+# shellcheck source=tests/lib/qemu.sh
+. "$SRC/tests/lib/qemu.sh"
+qemu_kernel
+mkdir -p "$B/vm-work"
+qemu_fastboot "$B/vm-work"
+qemu_base "$B/system/image/initrd.img"
+qemu_accel "${ACCEL:-tcg}"
 
 exec 9> "$B/system.lock"
 flock 9
@@ -87,11 +94,8 @@ for boot in $(seq "$BOOTS"); do
 	truncate -s 64M "$RUN/results.img"
 	tb=$(date +%s)
 	# vda root, vdb.. data, then payload and results
-	timeout -k 10 "${SYS_TIMEOUT:-900}" qemu-system-x86_64 \
-		-nodefaults -no-user-config -display none -no-reboot -monitor none \
-		-machine q35 -accel tcg,thread=multi -cpu max,-erms -smp 2 -m "${SYS_MEM:-2048}" \
-		-kernel "/boot/vmlinuz-$KVER" -initrd "$B/system/image/initrd.img" \
-		-append "root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 loglevel=4 no_timer_check" \
+	timeout -k 10 "${SYS_TIMEOUT:-900}" "${QEMU_BASE[@]}" "${QEMU_ACCEL[@]}" -smp 2 -m "${SYS_MEM:-2048}" \
+		-append "root=/dev/vda rootfstype=ext4 rw $QEMU_APPEND" \
 		-serial file:"$C" \
 		-drive "file=$RUN/root.qcow2,if=none,id=root,format=qcow2" -device virtio-blk-pci,drive=root,serial=root \
 		"${DRIVES[@]}" \

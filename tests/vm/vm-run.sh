@@ -54,8 +54,6 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="${2:-$(now)}" 'BEGIN { printf "%.1f", b - a }'; }
 # POSIX-sh single quoting, for /srv/env
 shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
-# QEMU option values: a comma must be doubled
-qesc() { printf '%s' "${1//,/,,}"; }
 
 # ---- options
 MEM=2048 SMP=2 DISKS=2 DISK_SIZE=1G TIMEOUT=600 NAME= QMP=
@@ -118,90 +116,19 @@ SCRIPT=$(realpath -- "$SCRIPT")
 for tool in qemu-system-x86_64 cpio gzip modprobe flock timeout truncate; do
 	command -v "$tool" >/dev/null || missing "$tool not found"
 done
-[[ -x /bin/busybox ]] || missing "/bin/busybox not found (busybox-static)"
-if [[ -z ${KVER:-} ]]; then
-	KVER=$(for d in /lib/modules/*-amd64; do
-		k=${d##*/}
-		[[ -f /boot/vmlinuz-$k ]] && echo "$k"
-	done | sort -V | tail -n 1) || true
-	[[ -n $KVER ]] || missing "no /lib/modules/*-amd64 with a matching /boot/vmlinuz-* (linux-image-amd64)"
-fi
-KERNEL=/boot/vmlinuz-$KVER
-[[ -r $KERNEL ]] || missing "$KERNEL not found or not readable"
-[[ -f /lib/modules/$KVER/modules.dep ]] || missing "/lib/modules/$KVER/modules.dep not found"
+# shellcheck source=tests/lib/qemu.sh
+. "$HERE/../lib/qemu.sh"
+qemu_kernel
 
-# ---- work dir, initramfs (built once, rebuilt when init/mkinitramfs.sh/KVER change)
+# ---- work dir, initramfs and boot image (built once, shared by all runs)
 WORK=$BUILD/vm-work
 mkdir -p "$WORK/runs"
-INITRD=$WORK/initramfs-$KVER.cpio.gz
-key=$({
-	echo "$KVER"
-	cat "$HERE/init" "$HERE/mkinitramfs.sh"
-	stat -Lc '%n %s %Y' /bin/busybox "/lib/modules/$KVER/modules.dep"
-} | sha256sum | cut -d' ' -f1)
-INITRD_NOTE=cached
-exec {ilock}>"$WORK/initramfs.lock"
-flock "$ilock"
-if [[ ! -f $INITRD || "$(cat "$INITRD.key" 2>/dev/null)" != "$key" ]]; then
-	t=$(now)
-	"$HERE/mkinitramfs.sh" "$INITRD" "$KVER" || die "building the initramfs failed"
-	echo "$key" >"$INITRD.key"
-	INITRD_NOTE="built in $(elapsed "$t") s"
-	say "initramfs $INITRD_NOTE"
-fi
-
-# Fast boot (DMREPL_VM_FASTBOOT=1, the default): boot the kernel's decompressed
-# vmlinux through its PVH entry point, with qboot instead of SeaBIOS when QEMU has
-# it. Under TCG this saves about 3 s per boot (decompressing the xz bzImage and
-# the real-mode setup are slow there). Same kernel; falls back to the bzImage.
-BOOT_IMAGE=$KERNEL BOOT_NOTE=bzImage BIOS=()
-if [[ ${DMREPL_VM_FASTBOOT:-1} == 1 ]]; then
-	vmlinux=$WORK/vmlinux-$KVER
-	vkey=$(stat -Lc '%n %s %Y' "$KERNEL")
-	# (the key is written also when extraction fails, so that it is not retried)
-	if [[ "$(cat "$vmlinux.key" 2>/dev/null)" != "$vkey" ]]; then
-		rm -f "$vmlinux" "$vmlinux.key"
-		t=$(now)
-		if grep -qx 'CONFIG_PVH=y' "/boot/config-$KVER" 2>/dev/null && command -v xz >/dev/null; then
-			off=$(grep -abo -m 1 $'\xfd7zXZ\x00' "$KERNEL" | head -n 1 | cut -d: -f1) || true
-			if [[ -n $off ]] && xz -dc --single-stream <(tail -c "+$((off + 1))" "$KERNEL") >"$vmlinux.tmp" 2>/dev/null &&
-				[[ "$(head -c 4 "$vmlinux.tmp" | od -An -c | tr -d ' ')" == 177ELF ]]; then
-				mv "$vmlinux.tmp" "$vmlinux"
-			fi
-			rm -f "$vmlinux.tmp"
-		fi
-		echo "$vkey" >"$vmlinux.key"
-		if [[ -f $vmlinux ]]; then
-			say "extracted $vmlinux for PVH boot in $(elapsed "$t") s"
-		else
-			say "note: cannot extract a PVH-bootable vmlinux from $KERNEL, booting the bzImage"
-		fi
-	fi
-	if [[ -f $vmlinux ]]; then
-		BOOT_IMAGE=$vmlinux BOOT_NOTE=pvh
-	fi
-	if [[ -f /usr/share/qemu/qboot.rom ]]; then
-		BIOS=(-bios /usr/share/qemu/qboot.rom)
-		BOOT_NOTE+="+qboot"
-	fi
-fi
-exec {ilock}>&-
-
-QEMU_BASE=(qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot
-	-machine q35 -monitor none "${BIOS[@]}" -kernel "$BOOT_IMAGE" -initrd "$INITRD")
-# no_timer_check: under host load the IO-APIC timer check can panic a TCG boot
-APPEND="console=ttyS0 panic=-1 oops=panic loglevel=4 printk.time=1 no_timer_check"
+qemu_initramfs "$WORK"
+qemu_fastboot "$WORK"
+qemu_base "$INITRD"
+APPEND="$QEMU_APPEND oops=panic"
 
 # ---- accelerator: KVM only when a no-op boot with KVM really reaches the init marker
-accel_args() {
-	case $1 in
-	kvm) echo "-accel kvm -cpu host" ;;
-	# TCG runs "rep movsb" one byte per step (~0.4 GB/s in the guest, against
-	# ~2.7 GB/s for "rep movsq"): hide ERMS so the guest kernel's memcpy
-	# takes the rep movsq path, as fast relative to I/O as on real CPUs.
-	tcg) echo "-accel tcg,thread=multi -cpu ${TCG_CPU:-max,-erms}" ;;
-	esac
-}
 ACCEL=${ACCEL:-auto}
 case $ACCEL in
 tcg | kvm) ACCEL_NOTE=forced ;;
@@ -216,8 +143,8 @@ auto)
 			log=$WORK/kvm-probe.console.log
 			: >"$log"
 			# (in a subshell, so that bash does not report a crashing QEMU)
-			# shellcheck disable=SC2046
-			(timeout --foreground -k 5 30 "${QEMU_BASE[@]}" $(accel_args kvm) -smp 1 -m 256 \
+			qemu_accel kvm
+			(timeout --foreground -k 5 30 "${QEMU_BASE[@]}" "${QEMU_ACCEL[@]}" -smp 1 -m 256 \
 				-append "$APPEND dmrepl.mode=noop" -chardev "file,id=con,path=$(qesc "$log")" \
 				-serial chardev:con </dev/null >"$WORK/kvm-probe.qemu.log" 2>&1 || true) 2>/dev/null
 			if grep -q DMREPL_VM_NOOP_OK "$log"; then
@@ -235,22 +162,12 @@ auto)
 	;;
 *) die "ACCEL must be auto, tcg or kvm, not '$ACCEL'" ;;
 esac
-read -r -a ACCEL_ARGS <<<"$(accel_args "$ACCEL")"
+qemu_accel "$ACCEL"
+ACCEL_ARGS=("${QEMU_ACCEL[@]}")
 
 # ---- run dir: runs/<name>[-<n>], the first one no other vm-run holds
-base=${NAME:-$(basename "$SCRIPT" .sh)}
-n=1
-while :; do
-	RUN_NAME=$base
-	((n == 1)) || RUN_NAME=$base-$n
-	exec {rlock}>"$WORK/runs/.$RUN_NAME.lock"
-	flock -n "$rlock" && break
-	exec {rlock}>&-
-	n=$((n + 1))
-done
-RUN=$WORK/runs/$RUN_NAME
+qemu_run_dir "$WORK" "${NAME:-$(basename "$SCRIPT" .sh)}"
 OUT=$RUN/out
-rm -rf "$RUN"
 mkdir -p "$OUT"
 CONSOLE=$RUN/console.log
 : >"$CONSOLE"
@@ -274,29 +191,12 @@ for ((i = 0; i < DISKS; i++)); do
 done
 
 # ---- host paths that the guest's tmpfs mounts would hide get their own read-only share
-HIDDEN=(/tmp /run /mnt /var/tmp /var/log /var/lib/drbd /srv)
+qemu_hidden_shares "$OUT/mounts" "$BUILD" "$SRC" "$(dirname "$SCRIPT")"
 # shellcheck disable=SC2054 # commas are QEMU's
 FS_ARGS=(-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
 	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
 	-fsdev "local,id=out,path=$(qesc "$OUT"),security_model=none,multidevs=remap"
-	-device virtio-9p-pci,fsdev=out,mount_tag=out)
-: >"$OUT/mounts"
-nx=0
-while read -r p; do
-	[[ -n $p ]] || continue
-	for h in "${HIDDEN[@]}"; do
-		[[ $p == "$h" ]] && die "$p cannot be used from the guest (it is a tmpfs there)"
-		[[ $p == "$h"/* ]] || continue
-		# skip paths below one that is already shared (the list is sorted)
-		if ! awk -v p="$p" 'index(p, $2 "/") == 1 { f = 1 } END { exit !f }' "$OUT/mounts"; then
-			FS_ARGS+=(-fsdev "local,id=x$nx,path=$(qesc "$p"),security_model=none,readonly=on,multidevs=remap"
-				-device "virtio-9p-pci,fsdev=x$nx,mount_tag=x$nx")
-			echo "x$nx $p" >>"$OUT/mounts"
-			nx=$((nx + 1))
-		fi
-		break
-	done
-done < <(printf '%s\n' "$BUILD" "$SRC" "$(dirname "$SCRIPT")" | LC_ALL=C sort -u)
+	-device virtio-9p-pci,fsdev=out,mount_tag=out "${QEMU_SHARES[@]}")
 
 # ---- /srv/env for init and guest-run.sh
 args=""
@@ -341,17 +241,32 @@ cleanup() {
 trap cleanup EXIT
 trap 'say "interrupted"; exit 1' INT TERM HUP
 
+# boot: a guest that does not reach its script in BOOT_LIMIT seconds is
+# stopped and booted once more (the script had not started: nothing of the
+# test runs twice); its console is kept as console-boot1.txt
+BOOT_LIMIT=${DMREPL_VM_BOOT_LIMIT:-90}
 t0=$(now)
-timeout --foreground -k 10 "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
-qpid=$!
-# Stream the serial console (kernel messages, init, guest-run.sh and the script's output).
-tail -n +1 -s 0.2 -f --pid="$qpid" "$CONSOLE" | sed -u 's/\r$//' &
-tpid=$!
-qrc=0
-wait "$qpid" || qrc=$?
-qpid=
-wait "$tpid" || true
-tpid=
+for attempt in 1 2; do
+	: >"$CONSOLE"
+	timeout --foreground -k 10 "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
+	qpid=$!
+	# Stream the serial console (kernel messages, init, guest-run.sh and the script's output).
+	tail -n +1 -s 0.2 -f --pid="$qpid" "$CONSOLE" | sed -u 's/\r$//' &
+	tpid=$!
+	qrc=0 booted=0
+	qemu_watch "$qpid" "$CONSOLE" DMREPL_VM_SCRIPT_START "$BOOT_LIMIT" || booted=$?
+	if ((booted == 1)); then
+		kill -TERM "$qpid" 2>/dev/null || true # timeout(1) passes it to QEMU
+	fi
+	wait "$qpid" || qrc=$?
+	qpid=
+	wait "$tpid" || true
+	tpid=
+	((booted == 1 && attempt == 1)) || break
+	tr -d '\r' <"$CONSOLE" >"$RUN/console-boot1.txt"
+	say "the guest did not reach its script in ${BOOT_LIMIT}s (an emulator stall, see $RUN/console-boot1.txt); booting again"
+	grep -E '^\[ *[0-9]+\.[0-9]{6}\] rcu: .*(stall|wakeup)' "$RUN/console-boot1.txt" | head -n 4 | sed 's/^/  /' || true
+done
 t1=$(now)
 if [[ -s $RUN/qemu.log ]]; then
 	say "qemu said:"
@@ -365,7 +280,9 @@ rc=$(sed -n 's/^DMREPL_VM_RC=\([0-9][0-9]*\)$/\1/p' "$RUN/console.txt" | tail -n
 rcfile=$(cat "$OUT/rc" 2>/dev/null || true)
 result=1
 if [[ -z $rc ]]; then
-	if ((qrc == 124 || qrc == 137)); then
+	if ((booted == 1)); then
+		why="the guest did not reach its script in ${BOOT_LIMIT}s, in two boots"
+	elif ((qrc == 124 || qrc == 137)); then
 		why="VM timed out after ${TIMEOUT}s"
 	elif ((qrc != 0)); then
 		why="qemu exited with status $qrc"

@@ -55,10 +55,13 @@ declare -A PAIR_IP=([a]=169.254.10.1 [b]=169.254.10.2)
 declare -A PAIR_MAC=([a]=52:54:00:0a:0a:01 [b]=52:54:00:0a:0a:02)
 declare -A PAIR_BOOT=([a]=0 [b]=0)   # boots so far
 declare -A PAIR_DISKS=([a]='' [b]='')    # disk images, one per line
+declare -A PAIR_SYS=()                   # 1: booted Debian (pair_start --system)
 declare -A PORT_QMP=()
 
 # log, fail: tests/lib/common.sh; log.txt of the run dir gets them too (LOG_FILE)
 . "$VM_DIR/../lib/common.sh"
+# shellcheck source=tests/lib/qemu.sh
+. "$VM_DIR/../lib/qemu.sh"
 # now : seconds since this script started (the wall time of the test)
 T0=$(date +%s.%N)
 now() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -70,7 +73,6 @@ missing() {
 	echo "pair: SKIP: $*"
 	exit 77
 }
-qesc() { printf '%s' "${1//,/,,}"; }
 shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 
 # ---- pair_init NAME : prerequisites, initramfs, kernel image, run dir, ports
@@ -86,16 +88,7 @@ pair_init() {
 	for tool in qemu-system-x86_64 cpio gzip modprobe flock timeout truncate ss jq; do
 		command -v "$tool" >/dev/null || missing "$tool not found"
 	done
-	[[ -x /bin/busybox ]] || missing "/bin/busybox not found (busybox-static)"
-	if [[ -z ${KVER:-} ]]; then
-		KVER=$(for d in /lib/modules/*-amd64; do
-			k=${d##*/}
-			[[ -f /boot/vmlinuz-$k ]] && echo "$k"
-		done | sort -V | tail -n 1) || true
-		[[ -n $KVER ]] || missing "no /lib/modules/*-amd64 with a matching /boot/vmlinuz-*"
-	fi
-	[[ -r /boot/vmlinuz-$KVER ]] || missing "/boot/vmlinuz-$KVER not readable"
-	[[ -f /lib/modules/$KVER/modules.dep ]] || missing "/lib/modules/$KVER/modules.dep not found"
+	qemu_kernel
 	[[ -f $BUILD/dm-repl/dm-repl.ko ]] || missing "$BUILD/dm-repl/dm-repl.ko not built"
 	[[ -x $BUILD/tests/tools/repl-stamp && -x $BUILD/daemon/repld/repld ]] ||
 		{ echo "pair: ERROR: build $BUILD first (repl-stamp, repld)" >&2; exit 1; }
@@ -113,72 +106,22 @@ pair_init() {
 	log "$PAIR_NAME: run dir $RUN; ports: link ($PAIR_NET) $PORT_NET, QMP a ${PORT_QMP[a]} b ${PORT_QMP[b]}; ACCEL=$ACCEL KVER=$KVER boot=$BOOT_NOTE"
 }
 
-# The initramfs and the fast-boot kernel image, shared with vm-run.sh: same
-# cache files, same key, same lock (keep in step with vm-run.sh).
+# The initramfs, the fast-boot kernel image and the accelerator: those of
+# vm-run.sh (tests/lib/qemu.sh, the same cache files)
 pair_boot_files() {
-	local key ilock vmlinux vkey off
-	INITRD=$WORK/initramfs-$KVER.cpio.gz
-	key=$({
-		echo "$KVER"
-		cat "$VM_DIR/init" "$VM_DIR/mkinitramfs.sh"
-		stat -Lc '%n %s %Y' /bin/busybox "/lib/modules/$KVER/modules.dep"
-	} | sha256sum | cut -d' ' -f1)
-	exec {ilock}>"$WORK/initramfs.lock"
-	flock "$ilock"
-	if [[ ! -f $INITRD || "$(cat "$INITRD.key" 2>/dev/null)" != "$key" ]]; then
-		"$VM_DIR/mkinitramfs.sh" "$INITRD" "$KVER" || { echo "pair: initramfs failed" >&2; exit 1; }
-		echo "$key" >"$INITRD.key"
-	fi
-	BOOT_IMAGE=/boot/vmlinuz-$KVER BOOT_NOTE=bzImage BIOS=()
-	if [[ ${DMREPL_VM_FASTBOOT:-1} == 1 ]]; then
-		vmlinux=$WORK/vmlinux-$KVER
-		vkey=$(stat -Lc '%n %s %Y' "$BOOT_IMAGE")
-		if [[ "$(cat "$vmlinux.key" 2>/dev/null)" != "$vkey" ]]; then
-			rm -f "$vmlinux" "$vmlinux.key"
-			if grep -qx 'CONFIG_PVH=y' "/boot/config-$KVER" 2>/dev/null && command -v xz >/dev/null; then
-				off=$(grep -abo -m 1 $'\xfd7zXZ\x00' "$BOOT_IMAGE" | head -n 1 | cut -d: -f1) || true
-				if [[ -n $off ]] && xz -dc --single-stream <(tail -c "+$((off + 1))" "$BOOT_IMAGE") >"$vmlinux.tmp" 2>/dev/null &&
-					[[ "$(head -c 4 "$vmlinux.tmp" | od -An -c | tr -d ' ')" == 177ELF ]]; then
-					mv "$vmlinux.tmp" "$vmlinux"
-				fi
-				rm -f "$vmlinux.tmp"
-			fi
-			echo "$vkey" >"$vmlinux.key"
-		fi
-		[[ -f $vmlinux ]] && BOOT_IMAGE=$vmlinux BOOT_NOTE=pvh
-		if [[ -f /usr/share/qemu/qboot.rom ]]; then
-			BIOS=(-bios /usr/share/qemu/qboot.rom)
-			BOOT_NOTE+="+qboot"
-		fi
-	fi
-	exec {ilock}>&-
+	qemu_initramfs "$WORK"
+	qemu_fastboot "$WORK"
 	if [[ -z ${ACCEL:-} ]]; then
 		ACCEL=tcg
 		[[ -s $WORK/accel-$KVER ]] && read -r ACCEL _ <"$WORK/accel-$KVER"
 	fi
-	# shellcheck disable=SC2054 # commas are QEMU's
-	case $ACCEL in
-	tcg) ACCEL_ARGS=(-accel tcg,thread=multi -cpu max,-erms) ;;
-	kvm) ACCEL_ARGS=(-accel kvm -cpu host) ;;
-	*) echo "pair: ERROR: ACCEL must be tcg or kvm" >&2; exit 1 ;;
-	esac
+	qemu_accel "$ACCEL"
 }
 
 # runs/<name>[-<n>]: the first one no other run holds (lock kept until exit)
 pair_run_dir() {
-	local n=1 name
-	while :; do
-		name=$1
-		((n == 1)) || name=$1-$n
-		exec {PAIR_RLOCK}>"$WORK/runs/.$name.lock"
-		flock -n "$PAIR_RLOCK" && break
-		exec {PAIR_RLOCK}>&-
-		n=$((n + 1))
-	done
-	RUN=$WORK/runs/$name
+	qemu_run_dir "$WORK" "$1"
 	LOG_FILE=$RUN/log.txt
-	rm -rf "$RUN"
-	mkdir -p "$RUN"
 }
 
 # Four free loopback ports (link: B's end, QMP of A, QMP of B, link: A's end
@@ -237,17 +180,16 @@ pair_start() {
 	mkdir -p "$share/cmd"
 	rm -f "$share/ready" "$share/rc" "$share/dmesg.txt" "$share/dmesg-live.txt" "$share/env" "$share/mounts"
 	local pre=$RUN/$g.boot$boot initrd=$INITRD
-	local append="console=ttyS0 panic=-1 oops=panic loglevel=4 printk.time=1 no_timer_check dmrepl.mode=run"
+	local append="$QEMU_APPEND oops=panic dmrepl.mode=run"
 	if ((sys)); then
 		initrd=$PAIR_SYSIMG/initrd.img
-		append="root=/dev/vda rootfstype=ext4 rw console=ttyS0 panic=-1 loglevel=4 printk.time=1 no_timer_check net.ifnames=0"
+		append="root=/dev/vda rootfstype=ext4 rw $QEMU_APPEND net.ifnames=0"
 		[[ -f $RUN/$g.root.qcow2 ]] ||
 			qemu-img create -q -f qcow2 -b "$PAIR_SYSIMG/rootfs.img" -F raw "$RUN/$g.root.qcow2" ||
 			fail "qemu-img create $RUN/$g.root.qcow2"
 	fi
-	local args=(qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot
-		-machine q35 -monitor none "${BIOS[@]}" -kernel "$BOOT_IMAGE" -initrd "$initrd"
-		"${ACCEL_ARGS[@]}" -smp "$smp" -m "$mem" -name "pair-${RUN##*/}-$g"
+	qemu_base "$initrd"
+	local args=("${QEMU_BASE[@]}" "${QEMU_ACCEL[@]}" -smp "$smp" -m "$mem" -name "pair-${RUN##*/}-$g"
 		-append "$append"
 		-chardev "file,id=con,path=$(qesc "$pre.console.log")" -serial chardev:con
 		-pidfile "$RUN/$g.pid"
@@ -269,21 +211,13 @@ pair_start() {
 	# shellcheck disable=SC2054 # commas are QEMU's
 	args+=(-fsdev "local,id=out,path=$(qesc "$share"),security_model=none,multidevs=remap"
 		-device virtio-9p-pci,fsdev=out,mount_tag=out)
-	# host paths that the guest's tmpfs mounts would hide (as vm-run.sh does)
-	: >"$share/mounts"
-	local nx=0 h
-	((sys)) || while read -r p; do
-		for h in /tmp /run /mnt /var/tmp /var/log /var/lib/drbd /srv; do
-			[[ $p == "$h"/* ]] || continue
-			if ! awk -v p="$p" 'index(p, $2 "/") == 1 { f = 1 } END { exit !f }' "$share/mounts"; then
-				args+=(-fsdev "local,id=x$nx,path=$(qesc "$p"),security_model=none,readonly=on,multidevs=remap"
-					-device "virtio-9p-pci,fsdev=x$nx,mount_tag=x$nx")
-				echo "x$nx $p" >>"$share/mounts"
-				nx=$((nx + 1))
-			fi
-			break
-		done
-	done < <(printf '%s\n' "$BUILD" "$SRC" | LC_ALL=C sort -u)
+	# host paths that the guest's tmpfs mounts would hide
+	if ((sys)); then
+		: >"$share/mounts"
+	else
+		qemu_hidden_shares "$share/mounts" "$BUILD" "$SRC"
+		args+=("${QEMU_SHARES[@]}")
+	fi
 	if [[ $PAIR_NET == tcp ]]; then
 		net="socket,id=n0,listen=127.0.0.1:$PORT_NET"
 		[[ $g == a ]] && net="socket,id=n0,connect=127.0.0.1:$PORT_NET"
@@ -306,13 +240,9 @@ pair_start() {
 		echo "export PAIR_GUEST=$g PAIR_BOOT=$boot PAIR_IP=${PAIR_IP[$g]} PAIR_A_IP=${PAIR_IP[a]} PAIR_B_IP=${PAIR_IP[b]}"
 	} >"$share/env"
 	printf '%q ' "${args[@]}" >"$pre.qemu.cmd"
-	rm -f "$RUN/$g.pid"
-	(
-		timeout --foreground -k 10 "${PAIR_TIMEOUT:-540}" "${args[@]}" </dev/null >"$pre.qemu.log" 2>&1
-		echo "$?" >"$pre.exit"
-	) &
-	echo $! >"$RUN/$g.wpid"
-	log "started guest $g boot $boot (wrapper pid $!, smp $smp, ${mem} MiB, ${#disks[@]} disks)"
+	PAIR_SYS[$g]=$sys
+	pair_launch "$g"
+	log "started guest $g boot $boot (wrapper pid $(cat "$RUN/$g.wpid"), smp $smp, ${mem} MiB, ${#disks[@]} disks)"
 	if [[ $g == b && $PAIR_NET == tcp ]]; then
 		# B's QEMU must listen before A's connects
 		for ((i = 0; i < 100; i++)); do
@@ -322,6 +252,18 @@ pair_start() {
 		done
 		fail "B's QEMU does not listen on 127.0.0.1:$PORT_NET"
 	fi
+}
+
+# pair_launch GUEST : run its QEMU command line of this boot in the background
+pair_launch() {
+	local g=$1 pre=$RUN/$1.boot${PAIR_BOOT[$1]} args
+	eval "args=($(cat "$pre.qemu.cmd"))"
+	rm -f "$RUN/$g.pid" "$pre.exit"
+	(
+		timeout --foreground -k 10 "${PAIR_TIMEOUT:-540}" "${args[@]}" </dev/null >"$pre.qemu.log" 2>&1
+		echo "$?" >"$pre.exit"
+	) &
+	echo $! >"$RUN/$g.wpid"
 }
 
 # pair_alive GUEST : its QEMU (wrapper) is running
@@ -334,20 +276,39 @@ pair_qemu_pid() {
 }
 
 # pair_wait_ready GUEST... : until each agent is up (network configured),
-# at most $PAIR_READY_S (180) seconds
+# at most $PAIR_READY_S (180) seconds. A guest booted from the initramfs
+# whose agent is not up in $PAIR_BOOT_LIMIT (90) seconds is stopped and
+# booted once more (under TCG a vCPU that loses its timer interrupt early
+# in boot stalls the boot; the agent had not run, so nothing of the test
+# runs twice); the stalled boot's console is kept as GUEST.boot<N>.try1.console.log.
+# (With PAIR_NET=tcp the link's socket cannot be joined again: no retry.)
 pair_wait_ready() {
-	local g i
+	local g i limit retry
 	for g in "$@"; do
-		local boot=${PAIR_BOOT[$g]}
+		local boot=${PAIR_BOOT[$g]} pre=$RUN/$g.boot${PAIR_BOOT[$g]}
+		limit=${PAIR_READY_S:-180} retry=0
+		if [[ ${PAIR_SYS[$g]:-0} == 0 && $PAIR_NET == udp ]]; then
+			retry=1
+			((${PAIR_BOOT_LIMIT:-90} < limit)) && limit=${PAIR_BOOT_LIMIT:-90}
+		fi
 		for ((i = 0; ; i++)); do
 			[[ -e $RUN/$g/ready ]] && break
 			if ! pair_alive "$g"; then
-				tail -n 30 "$RUN/$g.boot$boot.console.log" | tr -d '\r'
-				cat "$RUN/$g.boot$boot.qemu.log"
-				fail "guest $g died before its agent was ready (QEMU exit status $(cat "$RUN/$g.boot$boot.exit" 2>/dev/null))"
+				tail -n 30 "$pre.console.log" | tr -d '\r'
+				cat "$pre.qemu.log"
+				fail "guest $g died before its agent was ready (QEMU exit status $(cat "$pre.exit" 2>/dev/null))"
 			fi
-			((i < ${PAIR_READY_S:-180} * 10)) ||
-				{ tail -n 30 "$RUN/$g.boot$boot.console.log" | tr -d '\r'; fail "guest $g not ready in ${PAIR_READY_S:-180} s"; }
+			if ((i >= limit * 10 && retry)); then
+				log "guest $g: its agent is not up in $limit s; booting it again"
+				kill -TERM "$(cat "$RUN/$g.wpid")" "$(pair_qemu_pid "$g")" 2>/dev/null || true
+				wait "$(cat "$RUN/$g.wpid")" 2>/dev/null || true
+				mv "$pre.console.log" "$pre.try1.console.log"
+				grep -aE 'rcu: .*(stall|wakeup)' "$pre.try1.console.log" | head -n 4 || true
+				pair_launch "$g"
+				retry=0 i=0 limit=${PAIR_READY_S:-180}
+			fi
+			((i < limit * 10)) ||
+				{ tail -n 30 "$pre.console.log" | tr -d '\r'; fail "guest $g not ready in $limit s"; }
 			sleep 0.1
 		done
 		log "guest $g ready (guest uptime $(cat "$RUN/$g/ready") s)"
@@ -559,12 +520,11 @@ pair_wait_host() {
 ack_of() { cat "$RUN/$1/$2" 2>/dev/null || echo 0; }
 
 # ---- the replication setup the t2 tests share
-# pair_repl_setup MODE : disks (A: vda 256 MiB data, vdb 8 MiB metadata; B: vda
-# 256 MiB), both guests booted, metadata created on A, B's repld (command
-# "repld") listening, A's repld (command "repld") connected with B in MODE.
+# pair_repl_guests : disks (A: vda 256 MiB data, vdb 8 MiB metadata; B: vda
+# 256 MiB), both guests booted, metadata created on A
 SIZE_MB=256
 SLOTS=$((SIZE_MB * 256))
-pair_repl_setup() {
+pair_repl_guests() {
 	pair_disk a 0 ${SIZE_MB}M
 	pair_disk a 1 8M
 	pair_disk b 0 ${SIZE_MB}M
@@ -572,6 +532,11 @@ pair_repl_setup() {
 	pair_start a
 	pair_wait_ready b a
 	grun a md 'replctl create-md --meta /dev/vdb --data /dev/vda --resource r0' >/dev/null || fail "create-md on A"
+}
+# pair_repl_setup MODE : pair_repl_guests, then B's repld (command "repld")
+# listening, A's repld (command "repld") connected with B in MODE.
+pair_repl_setup() {
+	pair_repl_guests
 	gcmd b repld 'conf_secondary; exec repld -c "$CONF"'
 	grun b listen "wait_for 20 \"ss -Htln 'sport = :\$PORT' | grep -q .\"" ||
 		{ gout b repld; fail "B's repld does not listen"; }
