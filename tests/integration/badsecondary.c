@@ -43,6 +43,8 @@
 #include "config.h"
 #include "wire.h"
 
+#include "tool.h"
+
 #define FAR	1000000000ULL
 
 static const char *node = "gamma";
@@ -79,14 +81,6 @@ static int send_buf(int fd, const uint8_t *b, ssize_t n)
 	struct iovec iov = { .iov_base = (void *)b, .iov_len = (size_t)n };
 
 	return n > 0 ? wire_write_all(fd, &iov, 1) : -EMSGSIZE;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
 struct peer {

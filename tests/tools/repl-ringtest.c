@@ -105,39 +105,14 @@
 #include "ring.h"
 
 #define PROG		"repl-ringtest"
+#include "tool.h"
+
 #define EXIT_ERROR	1
 #define EXIT_TIMEOUT	2
 
 #define BLOCK		4096U
 #define DUMP_BATCH	64	/* release/ack at least every that many records */
 #define DEFAULT_SPLIT_KB DM_REPL_DEFAULT_RECORD_KB	/* dm-repl's default record_kb */
-
-static void __attribute__((format(printf, 1, 2))) errmsg(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static bool parse_u64(const char *s, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || *end)
-		return false;
-	*ret = v;
-	return true;
-}
 
 static bool parse_int(const char *s, int *ret)
 {
@@ -147,14 +122,6 @@ static bool parse_int(const char *s, int *ret)
 		return false;
 	*ret = (int)v;
 	return true;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ======================================================================

@@ -81,6 +81,8 @@
 #include "seqgen.h"
 
 #define PROG		"repl-stamp"
+#include "tool.h"
+
 #define BLOCK		4096U
 #define READ_BLOCKS	256U		/* 1 MiB per read */
 #define MAX_REPORT	10
@@ -96,41 +98,6 @@ struct opts {
 };
 
 static volatile sig_atomic_t stop;
-
-static void __attribute__((format(printf, 1, 2))) errmsg(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static bool parse_u64(const char *s, uint64_t *ret)
-{
-	unsigned long long v;
-	char *end;
-
-	if (!s || !*s || *s == '-')
-		return false;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || *end)
-		return false;
-	*ret = v;
-	return true;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- the sequence --------------------------------------------------------- */
 

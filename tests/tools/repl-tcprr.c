@@ -37,6 +37,8 @@
 
 #include <openssl/ssl.h>
 
+#include "tool.h"
+
 #define MAX_SIZE	(64UL << 20)
 
 static SSL_SESSION *tls_psk;
@@ -67,14 +69,6 @@ static bool parse_ul(const char *s, unsigned long min, unsigned long max,
 		return false;
 	*ret = v;
 	return true;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static ssize_t tls_xfer(SSL *ssl, char *buf, size_t len, bool out)
