@@ -10,12 +10,10 @@
 # Usage: tests/bench/bench-ab.sh REV [build dir]   env: ROUNDS (3), RUNTIME (10)
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 REV [build dir]" >&2; exit 2; }
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${2:-$SRC/build}" && pwd)
+. "$(dirname "$0")/bench-lib.sh"
 REV=$(git -C "$SRC" rev-parse --short "$1") || exit 2
-ninja -C "$B" >/dev/null
+bench_build "${2:-}"
 # REV's repld, built in a worktree of its own under the build directory
 mkdir -p "$B/ab"
 WT=$B/ab/src-$REV

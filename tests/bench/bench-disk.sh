@@ -6,11 +6,9 @@
 # table and its goal (the [goal ...] line).  About 5 minutes under TCG.
 # Usage: tests/bench/bench-disk.sh [build dir]     env: ROUNDS (3) BURST_MB (256)
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 bench_run disk 2 --mem 3072 --disk-size 2G --timeout 3600 \
 	--env ROUNDS="${ROUNDS:-3}" --env BURST_MB="${BURST_MB:-256}" \
 	"$SRC/tests/bench/guest-disk.sh"

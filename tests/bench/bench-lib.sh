@@ -14,6 +14,16 @@
 # it would without it (no throttle is set; the host polls once a second).
 # shellcheck shell=bash
 
+# the source tree (unless the caller has set it)
+SRC=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+
+# bench_build [BUILD_DIR] : B, the build directory (default $SRC/build),
+# brought up to date
+bench_build() {
+	B=$(cd "${1:-$SRC/build}" && pwd)
+	ninja -C "$B" >/dev/null
+}
+
 # throttle_disks QMP DISKS BYTES_PER_S : every disk's writes; QEMU's replies
 throttle_disks() {
 	local i cmds='{"execute":"qmp_capabilities"}'

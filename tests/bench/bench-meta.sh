@@ -43,7 +43,6 @@ fi
 
 ROUNDS=${ROUNDS:-5}
 RUNTIME=${RUNTIME:-8}
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 DATA=/dev/vda
 META=/dev/vdb
 SZ=$(dev_sectors $DATA)

@@ -8,11 +8,9 @@
 # Usage: tests/bench/bench-mirror.sh [build dir]
 # env: ROUNDS (3) RUNTIME (15 s) LINK_RATE (1gbit)
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 bench_run mirror 3 --mem 3072 --disk-size 2G --timeout 3600 \
 	--env ROUNDS="${ROUNDS:-3}" --env RUNTIME="${RUNTIME:-15}" --env LINK_RATE="${LINK_RATE:-1gbit}" \
 	"$SRC/tests/bench/guest-mirror.sh"

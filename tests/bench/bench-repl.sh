@@ -4,11 +4,9 @@
 # Usage: tests/bench/bench-repl.sh [build dir]
 # env: ROUNDS RUNTIME SUSTAIN WAN SLOWLINK SLOW_RATE SLOW_SUSTAIN CPU
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 bench_run repl 4 --mem 3072 --disk-size 2G --timeout 3600 \
 	--env ROUNDS="${ROUNDS:-3}" --env RUNTIME="${RUNTIME:-8}" --env SUSTAIN="${SUSTAIN:-60}" \
 	--env WAN="${WAN:-1}" --env SLOWLINK="${SLOWLINK:-1}" --env SLOW_RATE="${SLOW_RATE:-1gbit}" \

@@ -62,8 +62,6 @@ fi
 
 ROUNDS=${ROUNDS:-3}
 BITMAP_RUNS=${BITMAP_RUNS:-1}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 R=/tmp/bench-resync
 C=$R/conf
 mkdir -p $R $C /run/dm-repl
@@ -170,7 +168,6 @@ node_conf() {
 		resync-checksums="$9" peer="$7@127.0.0.1:$8/async"
 }
 ctl() { n=$1; shift; "$REPLCTL" -s "/run/dm-repl/$n.sock" "$@"; }
-st() { ctl "$1" --json status | jq -r "$2"; }
 logsize() { stat -c %s "$R/$1.log"; }
 # start NAME : its repld, stderr through stamp.pl into $R/NAME.log
 start() {
@@ -189,7 +186,7 @@ stop() {
 }
 # in_sync : alpha sees beta connected, UpToDate, no pass running
 in_sync() {
-	wait_for 30 "[ \"\$(st alpha '.peers[0] | .connection + \" \" + .disk + \" \" + (.resync.kind // \"-\")')\" = 'Connected UpToDate -' ]"
+	wait_for 30 "[ \"\$(st -s alpha '.peers[0] | .connection + \" \" + .disk + \" \" + (.resync.kind // \"-\")')\" = 'Connected UpToDate -' ]"
 }
 # wait_line OFFSET PATTERN TIMEOUT : wait.pl on alpha's log
 wait_line() {
@@ -309,7 +306,7 @@ plain_round() {
 # connected: appends $FIELDS, the seconds from connect to UpToDate and the
 # dirty regions before, to $R/bitmap-SPREAD
 bitmap() {
-	wait_for 20 "[ \"\$(st alpha .target.dirty_regions)\" = 0 ]" || fail "dirty regions left before the run"
+	wait_for 20 "[ \"\$(st -s alpha .target.dirty_regions)\" = 0 ]" || fail "dirty regions left before the run"
 	ctl alpha disconnect r0 beta > /dev/null || fail "disconnect"
 	if [ "$1" = random ]; then
 		fio --name=spread --filename=/dev/mapper/ra --rw=randwrite --bs=64k --size="$DEV_BYTES" \
@@ -320,9 +317,9 @@ bitmap() {
 		fio --name=contig --filename=/dev/mapper/ra --rw=write --bs=1M --offset=${o}M --size=64M \
 			--iodepth=8 --direct=1 --ioengine=libaio --eta=never --output=$R/fio.out || fail "fio contig"
 	fi
-	wait_for 20 "[ \"\$(st alpha '.peers[0].holds_ring')\" = false ]" ||
+	wait_for 20 "[ \"\$(st -s alpha '.peers[0].holds_ring')\" = false ]" ||
 		fail "beta still holds the ring after 64 MiB through a 4 MiB ring"
-	dirty=$(st alpha .target.dirty_regions)
+	dirty=$(st -s alpha .target.dirty_regions)
 	off=$(logsize alpha)
 	t0=$(now_ms)
 	ctl alpha connect r0 beta > /dev/null || fail "connect"
@@ -354,10 +351,7 @@ log "fill: $DEV_MIB MiB of random data on vda, copied to vdb"
 fio --name=fill --filename=/dev/vda --rw=write --bs=1M --iodepth=8 --direct=1 --ioengine=libaio \
 	--size="$DEV_BYTES" --refill_buffers --randrepeat=0 --eta=never --output=$R/fill.out || fail "fill"
 dd if=/dev/vda of=/dev/vdb bs=1M iflag=direct oflag=direct conv=fsync status=none || fail "copy vda to vdb"
-iperf3 -s -1 -D -p 5201
-sleep 0.5
-iperf3 -c 127.0.0.1 -p 5201 -t 3 -J > $R/iperf.json || fail "iperf3"
-LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf.json)
+LINK=$(tcp_rate 5201 3 $R/iperf.json) || fail "iperf3"
 log "loopback TCP (iperf3, one stream): $LINK MB/s"
 
 round=0

@@ -4,11 +4,9 @@
 # draining the ring, in one guest run; prints a table of medians and ratios.
 # Usage: tests/bench/bench-ring.sh [build dir]   env: ROUNDS, RUNTIME, RECORD_KB
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 bench_run --strip 's/^BENCH-TABLE //' ring 2 --mem 3072 --disk-size 2G --timeout 1800 \
 	--env ROUNDS="${ROUNDS:-5}" --env RUNTIME="${RUNTIME:-8}" --env RECORD_KB="${RECORD_KB:-}" \
 	"$SRC/tests/bench/guest-ring.sh"

@@ -10,11 +10,9 @@
 # Usage: tests/bench/bench-slowpeer.sh [build dir]
 #   env: SLOWPEER_ROUNDS, SLOWPEER_RUNTIME, SLOWPEER_P99_MAX, SLOWPEER_RATE
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 # the p99 ratio is a timing of the guest against an idle host, and the test
 # never asks for a disk throttle: no QMP socket and no one polling it; the
 # test's own lines whether it passed or not, and its status

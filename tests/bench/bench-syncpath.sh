@@ -11,11 +11,9 @@
 # Usage: tests/bench/bench-syncpath.sh [build dir]   env: RUNTIME, ROUNDS, TRANSPORT
 # (plain, ktls, user), CIPHER (see guest-syncpath.sh), TCG_CPU (vm-run.sh)
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 bench_run --lines '^BENCH\|^SYNCPATH' --strip 's/^BENCH //; s/^SYNCPATH //' syncpath 2 \
 	--mem 3072 --disk-size 2G --timeout 600 \
 	--env RUNTIME="${RUNTIME:-8}" --env ROUNDS="${ROUNDS:-3}" --env TRANSPORT="${TRANSPORT:-plain}" \

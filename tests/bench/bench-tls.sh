@@ -19,11 +19,9 @@
 # MB/s in the guest, some 30 times slower than AES-GCM on the host, in
 # line with the rest: the realistic run for the cost of TLS.
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 bench_run --lines '^BENCH\|^LOG\|\[+' --strip 's/^BENCH //' tls 2 --mem 3072 --disk-size 2G --timeout 1200 \
 	--env RUNTIME="${RUNTIME:-15}" --env LINKS="${LINKS:-loopback shaped}" \
 	--env TRANSPORTS="${TRANSPORTS:-plain ktls user}" --env CIPHER="${CIPHER:-aes-128-gcm}" \

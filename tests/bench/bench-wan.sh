@@ -14,11 +14,9 @@
 #      DISK_MB (the replay-disk part's disks, MB/s of writes; default twice
 #      the link's TCP rate)
 set -euo pipefail
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/bench/bench-lib.sh
-. "$SRC/tests/bench/bench-lib.sh"
-B=$(cd "${1:-$SRC/build}" && pwd)
-ninja -C "$B" >/dev/null
+. "$(dirname "$0")/bench-lib.sh"
+bench_build "${1:-}"
 bench_run wan 5 --mem 3072 --disk-size 2G --timeout 7200 \
 	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
 	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \

@@ -31,10 +31,7 @@ for n in nb nc; do
 	tc qdisc add dev "v$n" root netem rate "$LINK_RATE" limit 100000 || fail "netem on v$n"
 	tc -n "$n" qdisc add dev eth0 root netem rate "$LINK_RATE" limit 100000 || fail "netem in $n"
 done
-ip netns exec nb iperf3 -s -1 -D -p 5201
-sleep 0.5
-iperf3 -c $B_IP -p 5201 -t 8 -J > $R/iperf.json || fail "iperf3"
-LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf.json)
+LINK=$(tcp_rate 5201 8 $R/iperf.json $B_IP "ip netns exec nb") || fail "iperf3"
 log "$LINK_RATE link (iperf3): $LINK MB/s"
 
 # ---- dm-repl

@@ -60,38 +60,22 @@ matrix() {
 }
 
 # ---- link rate
-iperf3 -s -1 -D -p 5201
-sleep 0.5
-iperf3 -c 127.0.0.1 -p 5201 -t 5 -J > $R/iperf.json || fail "iperf3"
-LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf.json)
+LINK=$(tcp_rate 5201 5 $R/iperf.json) || fail "iperf3"
 log "loopback TCP: $LINK MB/s"
 
 # ---- dm-repl: secondary on vdb, primary over vda
-cat > $R/beta.conf <<EOC
-resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
-listen = "127.0.0.1:7789"; state-dir = "$R/state"; control-socket = "/run/dm-repl/beta.sock";
-peers = ( { name = "alpha"; address = "127.0.0.1"; } );
-transport = "plain-insecure";   # as DRBD runs beside it: no encryption
-EOC
-cat > $R/alpha.conf <<EOC
-resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
-ring-size-mb = 512; hold-timeout-ms = 10000; initial-sync = "skip"; state-dir = "$R/state-alpha";
-peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; } );
-transport = "plain-insecure";
-EOC
-"$REPLD" -c $R/beta.conf > $R/beta.log 2>&1 &
-BETA=$!
-wait_for 10 "ss -Htln 'sport = :7789' | grep -q ."
-"$REPLD" -c $R/alpha.conf > $R/alpha.log 2>&1 &
-ALPHA=$!
-wait_for 20 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
-	{ cat $R/alpha.log; fail "repld did not connect"; }
+# transport plain-insecure: as DRBD runs beside it, no encryption
+repl_conf $R/beta.conf resource=r0 node=beta role=secondary device=/dev/vdb \
+	listen=127.0.0.1:7789 state-dir=$R/state control-socket=/run/dm-repl/beta.sock \
+	peer=alpha@127.0.0.1 transport=plain-insecure
+repl_conf $R/alpha.conf resource=r0 node=alpha role=primary device=/dev/vda \
+	ring-size-mb=512 hold-timeout-ms=10000 initial-sync=skip state-dir=$R/state-alpha \
+	peer=beta@127.0.0.1:7789/async transport=plain-insecure
+repld_start $R
 set_mode() {
 	"$REPLCTL" set-mode r0 beta "$1"
 	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
 }
-# bytes repld has sent to beta
-sent() { "$REPLCTL" --json status r0 | jq '.peers[0].bytes_sent'; }
 # the first 768 MiB of primary and secondary, after a flush: yes or NO
 replica_equal() {
 	blockdev --flushbufs /dev/vda /dev/vdb
@@ -159,11 +143,11 @@ BURST_RAW=$(burst burst-raw /dev/vda) || exit 1
 
 # ---- async sustained: replication rate over SUSTAIN s, replica consistent
 settle
-s0=$(sent); t0=$(now_ms)
+s0=$(st '.peers[0].bytes_sent'); t0=$(now_ms)
 stream sustain /dev/mapper/r0 "$SUSTAIN"
 t1=$(now_ms)
 written_all
-t2=$(now_ms); s2=$(sent)
+t2=$(now_ms); s2=$(st '.peers[0].bytes_sent')
 settle
 log "bare sustained: replica had written it all $((t2 - t1)) ms after the run, durable $(($(now_ms) - t2)) ms later"
 SUSTAIN_RATE=$(mb_per_s "$s0" "$s2" $((t2 - t0)))
@@ -179,10 +163,7 @@ if [ "${SLOWLINK:-1}" = 1 ]; then
 	modprobe sch_netem
 	settle
 	tc qdisc add dev lo root netem rate "$SLOW_RATE" limit 100000 || fail "netem $SLOW_RATE"
-	iperf3 -s -1 -D -p 5202
-	sleep 0.5
-	iperf3 -c 127.0.0.1 -p 5202 -t 8 -J > $R/iperf-slow.json || fail "iperf3 slow"
-	SLOW_LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-slow.json)
+	SLOW_LINK=$(tcp_rate 5202 8 $R/iperf-slow.json) || fail "iperf3 slow"
 	log "shaped loopback ($SLOW_RATE) TCP: $SLOW_LINK MB/s"
 	# the burst: the ring takes it at local speed, DRBD A at the link's
 	SBURST_REPL=$(burst sburst-repl /dev/mapper/r0) || exit 1
@@ -190,11 +171,11 @@ if [ "${SLOWLINK:-1}" = 1 ]; then
 	# sustained: what went over the link while the application wrote, and
 	# everything it wrote over the time until the replica has all of it
 	# (as on the bare loopback above)
-	s0=$(sent); t0=$(now_ms)
+	s0=$(st '.peers[0].bytes_sent'); t0=$(now_ms)
 	stream ssustain /dev/mapper/r0 "$SLOW_SUSTAIN"
-	t1=$(now_ms); s1=$(sent)
+	t1=$(now_ms); s1=$(st '.peers[0].bytes_sent')
 	written_all
-	t2=$(now_ms); s2=$(sent)
+	t2=$(now_ms); s2=$(st '.peers[0].bytes_sent')
 	settle
 	t3=$(now_ms)
 	SSUS_REPL=$(mb_per_s "$s0" "$s1" $((t1 - t0)))

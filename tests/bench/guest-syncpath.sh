@@ -61,7 +61,7 @@ if [ "$TRANSPORT" != plain ]; then
 fi
 repld_start
 [ "$(repl_st r0 mode)" = sync ] || fail "repl device not in sync mode"
-echo "BENCH link: $(repld_json '.peers[0].transport')"
+echo "BENCH link: $(st '.peers[0].transport')"
 for _ in $(seq "$ROUNDS"); do lat /dev/mapper/r0 >> $R/repl; done
 echo "BENCH repl sync 4k qd1 mean latency (untraced, median of $ROUNDS): $(median < $R/repl) us"
 

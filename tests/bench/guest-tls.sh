@@ -102,18 +102,18 @@ run() {
 	wait_for 30 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
 		{ cat /tmp/alpha.log /tmp/beta.log; fail "$link $tr: primary did not connect"; }
 	local t b0 b1 a0 a1 s0 s1 mbs gib
-	t=$(repld_json '.peers[0].transport')
-	b0=$(repld_json '.peers[0].bytes_sent') a0=$(cpu_ticks "$ALPHA") s0=$(cpu_ticks "$BETA")
+	t=$(st '.peers[0].transport')
+	b0=$(st '.peers[0].bytes_sent') a0=$(cpu_ticks "$ALPHA") s0=$(cpu_ticks "$BETA")
 	fio --name=async --filename=/dev/mapper/r0 --rw=write --bs=1M --iodepth=4 --direct=1 \
 		--ioengine=libaio --size=1800M --runtime="$RUNTIME" --time_based \
 		--eta=never --output-format=json > /tmp/async.json 2> /tmp/fio.err ||
 		{ cat /tmp/fio.err; fail "$link $tr: fio async"; }
-	b1=$(repld_json '.peers[0].bytes_sent') a1=$(cpu_ticks "$ALPHA") s1=$(cpu_ticks "$BETA")
+	b1=$(st '.peers[0].bytes_sent') a1=$(cpu_ticks "$ALPHA") s1=$(cpu_ticks "$BETA")
 	mbs=$(awk -v b=$((b1 - b0)) -v t="$RUNTIME" 'BEGIN { printf "%.1f", b / t / 1e6 }')
 	gib=$(awk -v b=$((b1 - b0)) 'BEGIN { print b / 1073741824 }')
 	echo "BENCH $link $tr async-1m shipped_MBps $mbs app_MBps $(jq '.jobs[0].write.bw_bytes / 1e6 | floor' /tmp/async.json) cpu_s_per_GiB primary $(awk -v t=$((a1 - a0)) -v g="$gib" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz / g }') secondary $(awk -v t=$((s1 - s0)) -v g="$gib" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz / g }') ($t)"
 	"$REPLCTL" set-mode r0 beta sync > /dev/null || fail "set-mode sync"
-	wait_for 300 '[ "$(repl_st r0 mode)" = sync ] && [ "$(repld_json ".peers[0].lag_records")" = 0 ]' ||
+	wait_for 300 '[ "$(repl_st r0 mode)" = sync ] && [ "$(st ".peers[0].lag_records")" = 0 ]' ||
 		fail "$link $tr: beta did not catch up in sync mode"
 	fio --name=sync --filename=/dev/mapper/r0 --rw=randwrite --bs=4k --iodepth=1 --direct=1 \
 		--ioengine=psync --size=256M --runtime="$RUNTIME" --time_based --ramp_time=1 \

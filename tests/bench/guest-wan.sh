@@ -64,7 +64,7 @@ RS_RATE_MB=${RS_RATE_MB:-0}
 RS_LINK=${RS_LINK:-1gbit}
 # a fixed resync rate instead of the controller's (to see what a rate costs)
 RS_CONF=""
-[ "$RS_RATE_MB" = 0 ] || RS_CONF="resync-rate-mb = $RS_RATE_MB; resync-min-rate-mb = $RS_RATE_MB;"
+[ "$RS_RATE_MB" = 0 ] || RS_CONF="resync-rate-mb=$RS_RATE_MB resync-min-rate-mb=$RS_RATE_MB"
 # on the run's share: repld's logs outlive the guest (vm-work/runs/bench-wan/out)
 R=/srv/bench
 mkdir -p $R
@@ -73,40 +73,26 @@ has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 # ---- the link: 100 Mbit/s, 5 ms each way
 modprobe sch_netem
 tc qdisc add dev lo root netem rate 100mbit delay 5ms limit 10000 || fail "netem"
-iperf3 -s -1 -D -p 5201
-sleep 0.5
-iperf3 -c 127.0.0.1 -p 5201 -t 10 -J > $R/iperf.json || fail "iperf3"
-LINK=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf.json)
+LINK=$(tcp_rate 5201 10 $R/iperf.json) || fail "iperf3"
 log "100mbit/10ms TCP (iperf3): $LINK MB/s"
 
 # ---- dm-repl: secondary on vdb, primary over vda; a ring for the whole run
-cat > $R/beta.conf <<EOC
-resource = "r0"; node = "beta"; role = "secondary"; device = "/dev/vdb";
-listen = "127.0.0.1:7789"; state-dir = "$R/state"; control-socket = "/run/dm-repl/beta.sock";
-peers = ( { name = "alpha"; address = "127.0.0.1"; } );
-transport = "plain-insecure";   # as DRBD runs beside it: no encryption
-EOC
+# transport plain-insecure: as DRBD runs beside it, no encryption
+repl_conf $R/beta.conf resource=r0 node=beta role=secondary device=/dev/vdb \
+	listen=127.0.0.1:7789 state-dir=$R/state control-socket=/run/dm-repl/beta.sock \
+	peer=alpha@127.0.0.1 transport=plain-insecure
 # congestion-fill-pct 0: the ring holds a whole async run, so the peer is
 # never pulled ahead (by default repld does so once it lags half the ring
 # behind, and the resync that follows ran under the next runs)
+# alpha_conf [KEY=VALUE] : alpha's repl.conf, with one more setting of its peer
 alpha_conf() {
-	cat > $R/alpha.conf <<EOC
-resource = "r0"; node = "alpha"; role = "primary"; device = "/dev/vda";
-ring-size-mb = $RING_MB; hold-timeout-ms = 30000; initial-sync = "skip"; state-dir = "$R/state-alpha";
-congestion-fill-pct = 0;
-$RS_CONF
-peers = ( { name = "beta"; address = "127.0.0.1:7789"; mode = "async"; $1 } );
-transport = "plain-insecure";
-EOC
+	# shellcheck disable=SC2086 # $RS_CONF: settings or none
+	repl_conf $R/alpha.conf resource=r0 node=alpha role=primary device=/dev/vda \
+		ring-size-mb=$RING_MB hold-timeout-ms=30000 initial-sync=skip state-dir=$R/state-alpha \
+		congestion-fill-pct=0 $RS_CONF "peer=beta@127.0.0.1:7789/async${1:+;$1}" transport=plain-insecure
 }
-alpha_conf ""
-"$REPLD" -c $R/beta.conf > $R/beta.log 2>&1 &
-BETA=$!
-wait_for 10 "ss -Htln 'sport = :7789' | grep -q ."
-"$REPLD" -c $R/alpha.conf > $R/alpha.log 2>&1 &
-ALPHA=$!
-wait_for 30 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
-	{ cat $R/alpha.log; fail "repld did not connect"; }
+alpha_conf
+repld_start $R 30
 set_mode() {
 	"$REPLCTL" set-mode r0 beta "$1"
 	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
@@ -155,7 +141,7 @@ tio() {
 # replctl and a jq cost this guest a tenth of a second of CPU each time.
 peer_in_sync() {
 	_n=0
-	until [ "$(repld_json '.peers[0].disk')" = UpToDate ]; do
+	until [ "$(st '.peers[0].disk')" = UpToDate ]; do
 		_n=$((_n + 1))
 		[ $_n -le 450 ] || fail "beta not UpToDate after 900 s"
 		sleep 2
@@ -192,7 +178,7 @@ if has replay; then
 		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
 	done
 	peer_in_sync written
-	REPLAY_PULLED=$(repld_json '.peers[0].pulled_ahead')
+	REPLAY_PULLED=$(st '.peers[0].pulled_ahead')
 	blockdev --flushbufs /dev/vda /dev/vdb
 	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then REPLAY_EQ=yes; else REPLAY_EQ=NO; fi
 fi
@@ -218,7 +204,7 @@ if has replay-disk; then
 		wait_for 600 "grep -q 'oos:0\$' /proc/drbd" || log "note: DRBD still sending"
 	done
 	peer_in_sync written
-	DISK_PULLED=$(($(repld_json '.peers[0].pulled_ahead') - ${REPLAY_PULLED:-0}))
+	DISK_PULLED=$(($(st '.peers[0].pulled_ahead') - ${REPLAY_PULLED:-0}))
 	disk_throttle 0
 	blockdev --flushbufs /dev/vda /dev/vdb
 	if cmp -n $((TOTAL_MB << 20)) /dev/vda /dev/vdb; then DISK_EQ=yes; else DISK_EQ=NO; fi
@@ -279,17 +265,17 @@ burst() {
 	rate "$BURST_MB" "$_ms"
 }
 zstd_on() {
-	alpha_conf "$1"
+	alpha_conf "${1:-}"
 	kill -HUP $ALPHA
 	sleep 1
 }
 if has zstd; then
 	set_mode async async
 	for round in 1 2 3; do
-		zstd_on ""
+		zstd_on
 		echo "raw50 $(burst plain50-$round 50)" >> $R/zstd
 		echo "raw0 $(burst plain0-$round 0)" >> $R/zstd
-		zstd_on 'compress = "zstd";'
+		zstd_on compress=zstd
 		echo "zstd50 $(burst zstd50-$round 50)" >> $R/zstd
 		echo "zstd0 $(burst zstd0-$round 0)" >> $R/zstd
 	done
@@ -313,14 +299,11 @@ load() {
 		--output="$R/$1.json" > /dev/null
 }
 if has resync; then
-	zstd_on ""
+	zstd_on
 	set_mode sync sync
 	repld_caught_up durable 600
 	tc qdisc add dev lo root netem rate "$RS_LINK" limit 100000 || fail "netem $RS_LINK"
-	iperf3 -s -1 -D -p 5203
-	sleep 0.5
-	iperf3 -c 127.0.0.1 -p 5203 -t 8 -J > $R/iperf-rs.json || fail "iperf3 $RS_LINK"
-	LINK_RS=$(jq '.end.sum_received.bits_per_second / 8e6' $R/iperf-rs.json)
+	LINK_RS=$(tcp_rate 5203 8 $R/iperf-rs.json) || fail "iperf3 $RS_LINK"
 	log "$RS_LINK TCP (iperf3): $LINK_RS MB/s"
 	# resync NAME [LOAD [DEV]] : a bitmap resync of RESYNC_MB (its regions
 	# written twice while the peer is away: more than the ring holds), with
@@ -363,7 +346,7 @@ if has resync; then
 		kill $_tail 2>/dev/null || true	# or gone already, of SIGPIPE
 		wait $_tail || true
 		[ "$(repl_st r0 timeouts)" = 0 ] || log "note: hold timeouts: $(repl_st r0 timeouts)"
-		wait_for 10 "[ \"\$(repld_json '.peers[0].disk')\" = UpToDate ]" ||
+		wait_for 10 "[ \"\$(st '.peers[0].disk')\" = UpToDate ]" ||
 			fail "beta not UpToDate after the resync"
 		if [ -n "$_fio" ]; then
 			[ -s "$R/$2.json" ] || fail "fio during the resync reported nothing"

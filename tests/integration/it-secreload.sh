@@ -14,10 +14,9 @@ sim_start --seed 31 --count 5000 --max-kb 16 --flush-every 40 --rate-ms 2
 wait_status 10 '.peers[0].connection == "Connected"' ||
 	{ cat sim.out beta.log; fail "beta did not connect"; }
 
-sec_status() { "$REPLCTL" --json -s "$T/beta.sock" status; }
 connects() { status alpha | jq -r '.peers[0].connects'; }
 # connections beta refused (the log says why once per interval, status counts them all)
-refusals() { sec_status | jq -r .refused_connections; }
+refusals() { status beta | jq -r .refused_connections; }
 
 # not_allowed WHY SED-EXPRESSION : beta's configuration edited so that the
 # primary is not allowed, SIGHUP; beta must drop it, saying WHY, refuse its
@@ -37,8 +36,8 @@ not_allowed() {
 	grep -q "refusing primary alpha (127.0.0.1): the reloaded configuration no longer allows it: $why" beta.log ||
 		{ tail -n 5 beta.log; fail "beta did not say why it dropped the primary ($why)"; }
 	# what beta had received before the reload is written; then nothing moves
-	wait_for 5 "sec_status | jq -e '.primary.received == .primary.written' > /dev/null" ||
-		{ sec_status; fail "beta's engine did not drain"; }
+	wait_for 5 "status beta | jq -e '.primary.received == .primary.written' > /dev/null" ||
+		{ status beta; fail "beta's engine did not drain"; }
 	sum0=$(sha256sum < beta.img)
 	head0=$(status alpha | jq -r .target.head)
 	# the primary writes on and tries twice more, refused each time
@@ -47,8 +46,8 @@ not_allowed() {
 		{ status alpha; tail -n 5 beta.log; fail "the primary did not write on and retry ($why)"; }
 	sum1=$(sha256sum < beta.img)
 	[ "$sum0" = "$sum1" ] || fail "beta's device changed after it dropped the primary ($why)"
-	[ "$(sec_status | jq -r .primary.connection)" = Connecting ] ||
-		fail "beta says it is connected ($why): $(sec_status | jq -c .primary)"
+	[ "$(status beta | jq -r .primary.connection)" = Connecting ] ||
+		fail "beta says it is connected ($why): $(status beta | jq -c .primary)"
 	grep -q "refusing primary alpha (127.0.0.1): $why" beta.log ||
 		{ tail -n 5 beta.log; fail "beta did not say why it refused the primary's reconnects ($why)"; }
 	log "beta dropped the primary and refused it $(($(refusals "$why") - before)) times: $why"

@@ -112,8 +112,9 @@ same_as_primary() {
 	done
 }
 
-# status NAME : the JSON status of a running repld (or the sim primary: alpha)
-status() { "$REPLCTL" --json -s "$T/$1.sock" status; }
+# status NAME [JQ] : the JSON status of a running repld (or the sim primary:
+# alpha), or one value of it: st (tests/lib/common.sh) through $T/NAME.sock
+status() { st -s "$T/$1.sock" "${@:2}"; }
 
 # sim_start SIM-ARGS... : the sim primary (alpha.conf, alpha.img) in the
 # background, its output in sim.out, its pid in SIM_PID

@@ -8,6 +8,7 @@
 #   now_ms          milliseconds since the epoch
 #   wait_for SECONDS CONDITION  until the shell CONDITION holds (1: it did not)
 #   repl_conf FILE SETTING...   write a repl.conf(5)
+#   st [-s SOCKET] [JQ]         this node's status, or one value of it
 #
 # Source it with  . "$DMREPL_SRC_DIR/tests/lib/common.sh"  (in a guest) or
 # relative to the script.
@@ -183,4 +184,22 @@ repl_conf() {
 		;;
 	*) echo "repl_conf: DMREPL_TRANSPORT '$DMREPL_TRANSPORT': expected plain, psk or cert" >&2; return 1 ;;
 	esac
+}
+
+# st [-s SOCKET] [JQ] : this node's `replctl --json status` of resource r0
+# (through the control socket SOCKET instead when given; a bare name is
+# /run/dm-repl/NAME.sock), or the value the jq filter JQ picks from it
+# (jq -r).  $REPLCTL is the replctl to run (default: the one in PATH).
+st() {
+	_ss=
+	if [ "${1:-}" = -s ]; then
+		_ss=$2
+		shift 2
+		case $_ss in */*) ;; *) _ss=/run/dm-repl/$_ss.sock ;; esac
+	fi
+	if [ -n "$_ss" ]; then
+		"${REPLCTL:-replctl}" --json -s "$_ss" status
+	else
+		"${REPLCTL:-replctl}" --json status r0
+	fi | if [ $# -gt 0 ]; then jq -r "$1"; else cat; fi
 }

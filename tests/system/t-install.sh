@@ -44,12 +44,6 @@ SIZE=$(blockdev --getsize64 /dev/disk/by-id/virtio-data1)
 A=/dev/disk/by-id/virtio-data1 # alpha's data
 BD=/dev/disk/by-id/virtio-data2 # beta's replica
 M=/dev/disk/by-id/virtio-data3 # alpha's metadata
-st() { replctl --json status r0; }
-bst() { replctl --json -s /run/dm-repl/r0-beta.sock status r0; }
-beta_in_sync() {
-	st | jq -e '.peers[] | select(.name == "beta") | select(.disk == "UpToDate" and .replication == "Established" and .resync == null and .out_of_sync_regions == 0)' > /dev/null 2>&1 &&
-		[ "$(st | jq -r '.peers[] | select(.name == "beta") | .received')" = "$(st | jq -r '.target.head')" ]
-}
 
 boot1() {
 	[ "$SYS_STATE" = running ] || { systemctl --failed --no-pager; fail "the fresh guest's boot is $SYS_STATE"; }
@@ -73,7 +67,7 @@ boot1() {
 		log "the old repld@.service installed over the package's"
 	fi
 
-	r0_configs "$A" "$BD" 127.0.0.1 "meta-device = \"$M\";"
+	r0_configs "$A" "$BD" 127.0.0.1 meta-device="$M"
 	replctl create-md r0 > "$STATE/create-md.log" 2>&1 || { cat "$STATE/create-md.log"; fail "replctl create-md r0"; }
 	systemctl enable --now repld@r0-beta.service || fail "systemctl enable --now repld@r0-beta"
 	systemctl enable --now repld@r0.service || { journalctl -u repld@r0 --no-pager | tail -n 20; fail "systemctl enable --now repld@r0"; }
@@ -99,14 +93,9 @@ boot1() {
 	echo "/dev/mapper/r0 /srv/data ext4 defaults 0 2" >> /etc/fstab
 	systemctl daemon-reload
 	mount /srv/data || fail "mount /srv/data"
-	copy_docs /srv/data || fail "copy the documentation to /srv/data"
-	head -c 8M /dev/urandom > /srv/data/random
-	sync
-	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"
-	log "$(wc -l < "$STATE/files.sum") files in /srv/data"
+	fill_files /srv/data 8
 	wait_for 60 beta_in_sync || fail "beta did not catch up with the files"
-	mkdir -p /var/log/journal
-	systemctl restart systemd-journald
+	keep_journal
 	next_boot 2
 }
 
@@ -118,15 +107,11 @@ boot2() {
 	[ "$SYS_STATE" = running ] || { systemctl --failed --no-pager; fail "the boot is $SYS_STATE, not running"; }
 	src=$(findmnt -n -o SOURCE /srv/data) || fail "/srv/data is not mounted"
 	[ "$(readlink -f "$src")" = "$(readlink -f /dev/mapper/r0)" ] || fail "/srv/data is mounted from $src"
-	(cd /srv/data && sha256sum --quiet -c "$STATE/files.sum") || fail "the files on /srv/data differ after the reboot"
+	files_equal /srv/data || fail "the files on /srv/data differ after the reboot"
 	for u in repld@r0 repld@r0-beta; do
 		[ "$(prop $u.service ActiveState)" = active ] || fail "$u is $(prop $u.service ActiveState) after the boot"
 	done
-	ra=$(prop repld@r0.service ActiveEnterTimestampMonotonic)
-	ma=$(prop srv-data.mount ActiveEnterTimestampMonotonic)
-	[ "$ra" -le "$ma" ] || fail "repld@r0 became active after /srv/data was mounted"
-	log "boot: repld@r0 active at $((ra / 1000)) ms, /srv/data mounted at $((ma / 1000)) ms, repld@r0 restarts $(prop repld@r0.service NRestarts)"
-	systemd-analyze critical-chain srv-data.mount --no-pager 2>&1 | sed 's/^/  /'
+	repld_before_mount /srv/data
 	# the previous shutdown: unmounted first, then repld@r0 drained and stopped
 	journalctl -b -1 -o short-monotonic --no-pager > "$STATE/prev.txt"
 	um=$(grep -n 'Unmounted /srv/data\|Unmounted srv-data.mount' "$STATE/prev.txt" | head -n 1 | cut -d: -f1)

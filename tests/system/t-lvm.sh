@@ -34,11 +34,6 @@
 #    clean and every file is there.
 . /run/payload/lib.sh
 A=/dev/disk/by-id/virtio-data1 # alpha's backing: a disk
-st() { replctl --json status r0; }
-beta_in_sync() {
-	st | jq -e '.peers[] | select(.name == "beta") | select(.disk == "UpToDate" and .replication == "Established" and .resync == null and .out_of_sync_regions == 0)' > /dev/null 2>&1 &&
-		[ "$(st | jq -r '.peers[] | select(.name == "beta") | .received')" = "$(st | jq -r '.target.head')" ]
-}
 # sum DEV : sha256 of DEV, read around the page cache (the device below a
 # repl device is written through r0, not through its own cache)
 sum() { dd if="$1" bs=1M iflag=direct status=none | sha256sum | cut -d' ' -f1; }
@@ -66,7 +61,7 @@ boot1() {
 	lvcreate -q -y -L 8M -n r0-meta vg0 && lvcreate -q -y -L 96M -n r0-replica vg1 || fail "lvcreate"
 	log "under dm-repl: backing $A, metadata vg0/r0-meta, replica vg1/r0-replica"
 
-	r0_configs "$A" /dev/vg1/r0-replica 127.0.0.1:7790 'meta-device = "/dev/vg0/r0-meta";' 'initial-sync = "skip";'
+	r0_configs "$A" /dev/vg1/r0-replica 127.0.0.1:7790 meta-device=/dev/vg0/r0-meta initial-sync=skip
 	replctl create-md r0 > "$STATE/create-md.log" 2>&1 || { cat "$STATE/create-md.log"; fail "replctl create-md r0"; }
 	systemctl enable --now repld@r0-beta.service repld@r0.service || fail "systemctl enable --now"
 	# both start zeroed (fresh sparse disks): no initial sync, system/install has one
@@ -105,14 +100,9 @@ boot1() {
 	mount /srv/data && mount /srv/logs || fail "mount /srv/data, /srv/logs"
 	head -c 1M /dev/urandom > /srv/logs/log
 	sha256sum /srv/logs/log > "$STATE/log.sum"
-	copy_docs /srv/data || fail "copy the documentation to /srv/data"
-	head -c 4M /dev/urandom > /srv/data/random
-	sync
-	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"
-	log "$(wc -l < "$STATE/files.sum") files on vgr/data"
+	fill_files /srv/data 4
 	wait_for 60 beta_in_sync || fail "beta did not catch up with the files"
-	mkdir -p /var/log/journal
-	systemctl restart systemd-journald
+	keep_journal
 	next_boot 2
 }
 
@@ -191,18 +181,14 @@ boot2() {
 		grep -qx 'DM_UDEV_DISABLE_OTHER_RULES_FLAG=1' "$STATE/udev.txt" && grep -qx 'SYSTEMD_READY=0' "$STATE/udev.txt" &&
 			grep -qx 'DM_REPL_BELOW=r0' "$STATE/udev.txt" || { cat "$STATE/udev.txt"; fail "udev did not flag $d as below r0"; }
 	done
-	(cd /srv/data && sha256sum --quiet -c "$STATE/files.sum") || fail "the files differ after the reboot"
+	files_equal /srv/data || fail "the files differ after the reboot"
 	[ "$(findmnt -n -o SOURCE /srv/logs)" = /dev/mapper/vgr-logs ] || fail "/srv/logs is not mounted from vgr/logs"
 	sha256sum --quiet -c "$STATE/log.sum" || fail "/srv/logs/log differs after the reboot"
 	# its LVs come from LVM's event activation, after repld@ started: it waits for them
 	journalctl -b --no-pager | grep 'Failed to start repld@' && fail "a repld unit failed to start at boot"
 	[ "$(prop repld@r0.service NRestarts)" = 0 ] || fail "repld@r0 restarted $(prop repld@r0.service NRestarts) times at boot"
 	journalctl -b -u repld@r0 -u repld@r0-beta --no-pager | grep 'waiting for' | sed 's/^/  /'
-	ra=$(prop repld@r0.service ActiveEnterTimestampMonotonic)
-	ma=$(prop srv-data.mount ActiveEnterTimestampMonotonic)
-	[ "$ra" -le "$ma" ] || fail "repld@r0 became active after /srv/data was mounted"
-	log "boot: repld@r0 active at $((ra / 1000)) ms, vgr/data on r0 mounted at $((ma / 1000)) ms"
-	systemd-analyze critical-chain srv-data.mount --no-pager 2>&1 | sed 's/^/  /'
+	repld_before_mount "vgr/data on r0"
 	journalctl -b -1 -o short-monotonic --no-pager > "$STATE/prev.txt"
 	grep -E 'repld|vgr|blkdeactivate|Unmounted /srv|r0' "$STATE/prev.txt" | tail -n 25 | sed 's/^/  prev: /'
 	R0=$(readlink -f /dev/mapper/r0)
@@ -235,7 +221,7 @@ boot2() {
 	[ "$replica" = "$now" ] || fail "beta's replica differs from alpha's device with a snapshot on it"
 	log "snapshot of the replica: equal to alpha at the freeze, after $(lvs --noheadings -o snap_percent vg1/r0-snap | tr -d ' ')% of its COW used by later writes"
 	lvremove -q -y vg1/r0-snap || fail "lvremove"
-	(cd /srv/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > "$STATE/files.sum"
+	files_sum /srv/data
 
 	grow_r1
 
@@ -259,7 +245,7 @@ boot2() {
 		e2fsck -f -n /dev/vgr/$lv > "$STATE/fsck.log" 2>&1 || { cat "$STATE/fsck.log"; fail "fsck of vgr/$lv on beta"; }
 	done
 	mount /dev/vgr/data /srv/data || fail "mount vgr/data on beta"
-	(cd /srv/data && sha256sum --quiet -c "$STATE/files.sum") || fail "files differ on the promoted node"
+	files_equal /srv/data || fail "files differ on the promoted node"
 	mount /dev/vgr/logs /srv/logs && sha256sum --quiet -c "$STATE/log.sum" || fail "/srv/logs/log differs on the promoted node"
 	umount /srv/logs
 	log "promoted beta: r0 over vg1/r0-replica, vgr active on it, fsck of both LVs clean, $(wc -l < "$STATE/files.sum") files equal"

@@ -21,11 +21,6 @@ export OCF_ROOT=/usr/lib/ocf
 ra() { # ACTION : the agent on beta's instance, its exit code
 	OCF_RESKEY_resource=r0-beta OCF_RESOURCE_INSTANCE=r0b "$RA" "$1"
 }
-st() { replctl --json status r0; }
-stb() { replctl -s /run/dm-repl/r0-beta.sock --json status; }
-beta_in_sync() {
-	st | jq -e '.peers[] | select(.name == "beta") | select(.disk == "UpToDate" and .replication == "Established" and .resync == null and .out_of_sync_regions == 0)' > /dev/null 2>&1
-}
 
 [ "$SYS_STATE" = running ] || { systemctl --failed --no-pager; fail "the fresh guest's boot is $SYS_STATE"; }
 apt-get install -y --no-install-recommends "$P"/dm-repl-utils_*.deb > "$STATE/apt.log" 2>&1 ||
@@ -36,7 +31,7 @@ install -D -m 644 "$P/dm-repl.ko" "/lib/modules/$(uname -r)/updates/dm-repl.ko"
 depmod -a
 modprobe dm-repl || fail "modprobe dm-repl"
 
-r0_configs /dev/disk/by-id/virtio-data1 /dev/disk/by-id/virtio-data2 127.0.0.1:7790 'listen = "127.0.0.1:7790";' 'initial-sync = "skip";'
+r0_configs /dev/disk/by-id/virtio-data1 /dev/disk/by-id/virtio-data2 127.0.0.1:7790 listen=127.0.0.1:7790 initial-sync=skip
 systemctl start repld@r0-beta repld@r0 || fail "start r0 and r0-beta"
 wait_for 60 beta_in_sync || { st; fail "beta is not in sync"; }
 dd if=/dev/urandom of=/dev/mapper/r0 bs=1M count=8 oflag=direct status=none
@@ -47,7 +42,7 @@ out=$(ra promote 2>&1)
 rc=$?
 [ $rc = 1 ] || fail "promote with a connected primary: exit $rc, expected 1 ($out)"
 echo "$out" | grep -q "peer alpha is primary and connected" || fail "no reason given: $out"
-[ "$(stb | jq -r .role)" = secondary ] || fail "beta is $(stb | jq -r .role) after a refused promotion"
+[ "$(st -s r0-beta .role)" = secondary ] || fail "beta is $(st -s r0-beta .role) after a refused promotion"
 ra monitor
 rc=$?
 [ $rc = 0 ] || fail "monitor of the secondary: $rc"
@@ -82,7 +77,7 @@ grep -q "passed all tests" "$STATE/ocf-tester.log" || fail "ocf-tester did not s
 # started by the agent after its node was primary: a secondary
 echo primary > /var/lib/dm-repl/beta/r0.role
 ra start || fail "start"
-[ "$(stb | jq -r .role)" = secondary ] || fail "the agent started beta as $(stb | jq -r .role)"
+[ "$(st -s r0-beta .role)" = secondary ] || fail "the agent started beta as $(st -s r0-beta .role)"
 [ ! -e /run/dm-repl/r0-beta.env ] || fail "the one-start environment file stayed"
 ra promote || fail "promote"
 ra monitor

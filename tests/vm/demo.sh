@@ -16,8 +16,6 @@ P=${DEMO_PRIMARY:-/dev/vda}
 S=${DEMO_SECONDARY:-/dev/vdb}
 M=${DEMO_META:-/dev/vdc}
 LINK=${DEMO_LINK:-100mbit/10ms}
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 CONF=/tmp/dm-repl-demo
 mkdir -p $CONF /mnt/demo
 modprobe ext4 2>/dev/null || true
@@ -54,32 +52,16 @@ esac
 # modules on demand, the test guest has no helper for that.
 (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > $CONF/demo.psk)
 for m in tls gcm aesni_intel ghash_clmulni_intel; do modprobe $m 2>/dev/null || true; done
-cat > $CONF/beta.conf <<EOC
-resource = "demo";
-node = "beta";
-role = "secondary";
-device = "$S";
-listen = "$BETA_IP:7789";
-state-dir = "/tmp/dm-repl-demo/state";
-control-socket = "/run/dm-repl/demo-beta.sock";
-peers = ( { name = "alpha"; address = "$ALPHA_IP"; } );
-tls-psk-file = "$CONF/demo.psk";
-EOC
-cat > $CONF/alpha.conf <<EOC
-resource = "demo";
-node = "alpha";
-role = "primary";
-device = "$P";
-# the write-intent bitmap: after a crash only what may differ is resynced
-meta-device = "$M";
-ring-size-mb = 256;
-hold-timeout-ms = 5000;
-state-dir = "/tmp/dm-repl-demo/state-alpha";
-# both devices are fresh zeroed files: skip the initial full sync
-initial-sync = "skip";
-peers = ( { name = "beta"; address = "$BETA_IP:7789"; mode = "async"; } );
-tls-psk-file = "$CONF/demo.psk";
-EOC
+repl_conf $CONF/beta.conf resource=demo node=beta role=secondary device="$S" \
+	listen="$BETA_IP:7789" state-dir=/tmp/dm-repl-demo/state \
+	control-socket=/run/dm-repl/demo-beta.sock peer="alpha@$ALPHA_IP" \
+	tls-psk-file=$CONF/demo.psk
+repl_conf $CONF/alpha.conf resource=demo node=alpha role=primary device="$P" \
+	"=# the write-intent bitmap: after a crash only what may differ is resynced" \
+	meta-device="$M" ring-size-mb=256 hold-timeout-ms=5000 \
+	state-dir=/tmp/dm-repl-demo/state-alpha \
+	"=# both devices are fresh zeroed files: skip the initial full sync" \
+	initial-sync=skip peer="beta@$BETA_IP:7789/async" tls-psk-file=$CONF/demo.psk
 
 say "starting repld: secondary beta ($S), primary alpha ($P -> /dev/mapper/demo, bitmap on $M), linked by $LINK_TEXT"
 "$REPLCTL" create-md --meta "$M" --data "$P" --resource demo --force > /tmp/demo-md.log 2>&1 ||

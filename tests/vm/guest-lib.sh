@@ -7,8 +7,12 @@
 # and DM_DISABLE_UDEV=1 set.
 # shellcheck shell=sh
 
-# log, fail, skip, pass, now_ms, wait_for, repl_conf: tests/lib/common.sh
+# log, fail, skip, pass, now_ms, wait_for, repl_conf, st: tests/lib/common.sh
 . "$DMREPL_SRC_DIR/tests/lib/common.sh"
+
+# the build's daemon and admin tool
+REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
+REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 
 # expect_fail CMD [ARGS...] : succeed only if CMD fails
 expect_fail() {
@@ -60,4 +64,31 @@ disk_throttle() {
 	rm -f /srv/throttle-done
 	wait_for 60 "[ -f /srv/throttle-done ]" || fail "the host did not throttle the disks"
 	[ "$(cat /srv/throttle-done)" = "ok $1" ] || fail "throttling failed: $(cat /srv/throttle-done)"
+}
+
+# tcp_rate PORT SECONDS JSON [HOST [PREFIX]] : the rate (MB/s) of one TCP
+# stream (iperf3) to HOST (127.0.0.1) for SECONDS, to a one-shot server on
+# PORT started here (through the command PREFIX when given, e.g. `ip netns
+# exec NS`); iperf3's report in JSON
+tcp_rate() {
+	${5:-} iperf3 -s -1 -D -p "$1" || return 1
+	sleep 0.5
+	iperf3 -c "${4:-127.0.0.1}" -p "$1" -t "$2" -J > "$3" || return 1
+	jq '.end.sum_received.bits_per_second / 8e6' "$3"
+}
+
+# fio_verify_start NAME BS_MAX SIZE SECONDS : random writes of 4k..BS_MAX
+# over the first SIZE of /dev/mapper/r0 for SECONDS in the background,
+# every block read back and checked (crc32c); its pid in FIO
+fio_verify_start() {
+	fio --name="$1" --filename=/dev/mapper/r0 --rw=randwrite --bsrange=4k-"$2" --iodepth=16 \
+		--direct=1 --ioengine=libaio --size="$3" --runtime="$4" --time_based \
+		--verify=crc32c --verify_backlog=256 --verify_fatal=1 --randrepeat=0 \
+		--eta=never --output=/tmp/fio.txt &
+	FIO=$!
+}
+# fio_verify_wait WHAT : the fio of fio_verify_start ended without an error
+fio_verify_wait() {
+	wait "$FIO" || { cat /tmp/fio.txt; fail "fio failed $1"; }
+	grep -q "err= 0" /tmp/fio.txt || fail "fio reported errors $1"
 }

@@ -3,8 +3,6 @@
 # /dev/mapper/r0) and a secondary writing /dev/vdb, on loopback.
 # shellcheck shell=sh
 
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 CONF=/tmp/dm-repl
 mkdir -p $CONF
 
@@ -24,20 +22,18 @@ repld_configs() {
 		peer="beta@127.0.0.1:7789/$_mode"
 }
 
-# repld_start : secondary, then primary; waits until connected
+# repld_start [DIR [SECONDS]] : secondary, then primary, from beta.conf and
+# alpha.conf in DIR ($CONF), their output in DIR/beta.log and DIR/alpha.log
+# (/tmp/ without DIR); waits until connected, at most SECONDS (20)
 repld_start() {
-	"$REPLD" -c $CONF/beta.conf > /tmp/beta.log 2>&1 &
+	_rs_c=${1:-$CONF} _rs_l=${1:-/tmp}
+	"$REPLD" -c "$_rs_c/beta.conf" > "$_rs_l/beta.log" 2>&1 &
 	BETA=$!
-	wait_for 10 "ss -Htln 'sport = :7789' | grep -q ." || { cat /tmp/beta.log; fail "secondary did not listen"; }
-	"$REPLD" -c $CONF/alpha.conf > /tmp/alpha.log 2>&1 &
+	wait_for 10 "ss -Htln 'sport = :7789' | grep -q ." || { cat "$_rs_l/beta.log"; fail "secondary did not listen"; }
+	"$REPLD" -c "$_rs_c/alpha.conf" > "$_rs_l/alpha.log" 2>&1 &
 	ALPHA=$!
-	wait_for 20 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
-		{ cat /tmp/alpha.log /tmp/beta.log; fail "primary did not connect"; }
-}
-
-# repld_json FIELD-PATH : a value from the primary's status (jq path)
-repld_json() {
-	"$REPLCTL" --json status r0 | jq -r "$1"
+	wait_for "${2:-20}" "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
+		{ cat "$_rs_l/alpha.log" "$_rs_l/beta.log"; fail "primary did not connect"; }
 }
 
 # repld_caught_up FIELD [SECONDS] : wait (120 s unless told) until the
@@ -102,4 +98,19 @@ assert_idle() {
 	_t=$(($(cpu_ticks "$1") - _t0))
 	log "$2 used $_t ticks in 3 s idle"
 	[ "$_t" -lt 30 ] || fail "$2 is busy while idle ($_t ticks in 3 s)"
+}
+
+# stopped_peer_write SEEK WHAT : SIGSTOP of the secondary ($BETA, left
+# stopped), then one 4 KiB sync write at block SEEK of /dev/mapper/r0: it
+# waits for the hold timeout (2000 ms) and not much past it, and the target
+# is degraded after it
+stopped_peer_write() {
+	kill -STOP "$BETA"
+	_sw_t0=$(now_ms)
+	dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek="$1" oflag=direct status=none || fail "I/O error"
+	_sw_ms=$(($(now_ms) - _sw_t0))
+	log "$2: sync write with the secondary stopped: $_sw_ms ms (hold timeout 2000)"
+	[ "$_sw_ms" -ge 1800 ] || fail "write did not wait for the stopped secondary ($_sw_ms ms)"
+	[ "$_sw_ms" -lt 8000 ] || fail "write waited past the hold timeout ($_sw_ms ms)"
+	[ "$(repl_st r0 state)" = degraded ] || fail "state $(repl_st r0 state), expected degraded"
 }

@@ -23,8 +23,6 @@
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 C=/tmp/conf
 mkdir -p $C /run/dm-repl
 truncate -s 8M /tmp/ma.img /tmp/mb.img
@@ -52,14 +50,13 @@ node_conf beta secondary /dev/vdb "$MB" rb 7789 alpha 7790 resync-snapshot="$COW
 "$REPLCTL" create-md --meta "$MB" --data /dev/vdb --resource rb > /dev/null || fail "create-md beta"
 
 ctl() { n=$1; shift; "$REPLCTL" -s "/run/dm-repl/$n.sock" "$@"; }
-st() { ctl "$1" --json status | jq -r "$2"; }
 start() {	# NAME : start its repld, wait until its control socket answers
 	"$REPLD" -c "$C/$1.conf" >> "/tmp/$1.log" 2>&1 &
 	eval "PID_$1=$!"
 	wait_for 20 "ctl $1 status > /dev/null 2>&1" || { cat "/tmp/$1.log"; fail "$1 did not start"; }
 }
 connected() {	# PRIMARY PEER : connected and UpToDate, no resync running
-	wait_for "${3:-60}" "[ \"\$(st $1 '.peers[] | select(.name == \"$2\") | .connection + \" \" + .disk + \" \" + (.resync.kind // \"-\")')\" = 'Connected UpToDate -' ]"
+	wait_for "${3:-60}" "[ \"\$(st -s $1 '.peers[] | select(.name == \"$2\") | .connection + \" \" + .disk + \" \" + (.resync.kind // \"-\")')\" = 'Connected UpToDate -' ]"
 }
 same() {	# BYTES : vda and vdb equal over the first BYTES
 	blockdev --flushbufs /dev/vda /dev/vdb
@@ -70,12 +67,12 @@ sum() { dd if="$1" bs=1M count="$3" skip="$2" status=none iflag=direct | md5sum 
 start beta
 start alpha
 connected alpha beta || { cat /tmp/alpha.log; fail "alpha and beta not in sync"; }
-[ "$(st alpha .role)" = primary ] && [ "$(st beta .role)" = secondary ] || fail "roles"
+[ "$(st -s alpha .role)" = primary ] && [ "$(st -s beta .role)" = secondary ] || fail "roles"
 dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=16 oflag=direct status=none
 connected alpha beta
-wait_for 20 "[ \"\$(st alpha '.peers[0].durable')\" = \"\$(st alpha .target.head)\" ]" || fail "not durable"
+wait_for 20 "[ \"\$(st -s alpha '.peers[0].durable')\" = \"\$(st -s alpha .target.head)\" ]" || fail "not durable"
 same $((32 * MiB)) || fail "replica differs"
-pass "two nodes in sync, generation $(st alpha .generation.current)"
+pass "two nodes in sync, generation $(st -s alpha .generation.current)"
 
 # --- 1. verify
 ctl alpha verify r0 beta --wait > /tmp/v1.txt 2>/tmp/v1.err || { cat /tmp/v1.txt /tmp/alpha.log; fail "verify"; }
@@ -94,7 +91,7 @@ dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=2 seek=20 oflag=direct status=n
 ctl beta primary r0 > /dev/null || { cat /tmp/beta.log; fail "beta not promoted"; }
 [ -b /dev/mapper/rb ] || fail "beta's repl device missing"
 dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=1 seek=40 oflag=direct status=none	# D3
-[ "$(st beta .generation.current)" != "$(st alpha .generation.current)" ] || fail "beta kept alpha's generation"
+[ "$(st -s beta .generation.current)" != "$(st -s alpha .generation.current)" ] || fail "beta kept alpha's generation"
 ctl beta secondary r0 > /dev/null || { cat /tmp/beta.log; fail "beta not demoted"; }
 [ ! -e /dev/mapper/rb ] || fail "beta's repl device still there"
 a_before=$(sum /dev/vda 0 48) b_before=$(sum /dev/vdb 0 48)
@@ -102,7 +99,7 @@ ctl alpha connect r0 beta > /dev/null
 wait_for 20 "grep -q 'split brain: both alpha and beta wrote' /tmp/alpha.log" ||
 	{ cat /tmp/alpha.log; fail "split brain not detected"; }
 sleep 2
-[ "$(st alpha '.peers[0].connection')" = StandAlone ] || fail "alpha keeps trying after a split brain"
+[ "$(st -s alpha '.peers[0].connection')" = StandAlone ] || fail "alpha keeps trying after a split brain"
 grep -q "discard-my-data" /tmp/alpha.log || fail "no resolution hint"
 [ "$(sum /dev/vda 0 48)" = "$a_before" ] && [ "$(sum /dev/vdb 0 48)" = "$b_before" ] ||
 	fail "data touched after a split brain"
@@ -141,7 +138,7 @@ ctl beta primary r0 > /dev/null || { cat /tmp/beta.log; fail "beta not promoted"
 connected beta alpha || { cat /tmp/beta.log; fail "alpha did not join beta"; }
 dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=3 seek=30 oflag=direct status=none
 connected beta alpha
-wait_for 20 "[ \"\$(st beta '.peers[0].durable')\" = \"\$(st beta .target.head)\" ]" || fail "not durable on alpha"
+wait_for 20 "[ \"\$(st -s beta '.peers[0].durable')\" = \"\$(st -s beta .target.head)\" ]" || fail "not durable on alpha"
 same $((48 * MiB)) || fail "alpha differs from the new primary"
 ! grep -q "full sync" /tmp/beta.log || fail "full sync on failover: $(grep -B3 'full sync' /tmp/beta.log)"
 md_role() { "$REPLCTL" --json dump-md --meta "$1" | jq -r .role; }
@@ -158,14 +155,14 @@ wait "$PID_alpha" || fail "alpha's repld did not stop cleanly"
 [ "$(cat /tmp/state-beta/r0.role)" = primary ] || fail "beta's role file: $(cat /tmp/state-beta/r0.role)"
 start beta
 start alpha
-[ "$(st beta .role)" = primary ] && [ "$(st alpha .role)" = secondary ] ||
-	fail "after a restart: beta $(st beta .role), alpha $(st alpha .role)"
+[ "$(st -s beta .role)" = primary ] && [ "$(st -s alpha .role)" = secondary ] ||
+	fail "after a restart: beta $(st -s beta .role), alpha $(st -s alpha .role)"
 grep -q "starting as secondary, the role this node last had" /tmp/alpha.log ||
 	fail "alpha does not say why it is not what its file says"
 connected beta alpha || { cat /tmp/beta.log; fail "alpha did not rejoin beta after the restart"; }
 dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=1 seek=31 oflag=direct status=none
 connected beta alpha
-wait_for 20 "[ \"\$(st beta '.peers[0].durable')\" = \"\$(st beta .target.head)\" ]" || fail "not durable on alpha"
+wait_for 20 "[ \"\$(st -s beta '.peers[0].durable')\" = \"\$(st -s beta .target.head)\" ]" || fail "not durable on alpha"
 same $((48 * MiB)) || fail "alpha differs from beta after the restart"
 ! grep -q "full sync" /tmp/beta.log || fail "full sync after the restart: $(grep -B3 'full sync' /tmp/beta.log)"
 pass "restarted with unchanged files: beta still primary, alpha still its secondary (role files), in sync"
@@ -214,10 +211,10 @@ dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=24 seek=100 oflag=direct status
 wait_for 20 "grep -q 'peer beta: away while the ring is' /tmp/alpha.log" || fail "beta still holds the ring"
 tc qdisc add dev lo root netem rate 16mbit || fail "netem"
 ctl alpha connect r0 beta > /dev/null
-wait_for 60 "[ \"\$(st alpha '.peers[0].resync.percent // 0 | floor')\" -ge 10 ]" ||
+wait_for 60 "[ \"\$(st -s alpha '.peers[0].resync.percent // 0 | floor')\" -ge 10 ]" ||
 	{ tail /tmp/alpha.log; fail "no resync in progress"; }
 dmsetup info rb-rssnap > /dev/null || fail "no snapshot during the resync"
-[ "$(st beta .resync_snapshot)" = true ] || fail "status does not show the snapshot"
+[ "$(st -s beta .resync_snapshot)" = true ] || fail "status does not show the snapshot"
 kill -9 "$PID_alpha"		# the primary is gone in the middle
 tc qdisc del dev lo root
 ctl beta primary r0 > /tmp/promote.txt 2>&1 || { cat /tmp/promote.txt /tmp/beta.log; fail "promotion"; }

@@ -9,11 +9,7 @@
 repl_create r0 /dev/vda sync ring_size_mb 64 hold_timeout_ms 20000
 consumer_start r0 /tmp/d1.txt --timeout-ms 600000
 cpid=$CONSUMER
-fio --name=switch --filename=/dev/mapper/r0 --rw=randwrite --bsrange=4k-256k --iodepth=16 \
-	--direct=1 --ioengine=libaio --size=384M --runtime=25 --time_based \
-	--verify=crc32c --verify_backlog=256 --verify_fatal=1 --randrepeat=0 \
-	--eta=never --output=/tmp/fio.txt &
-fio=$!
+fio_verify_start switch 256k 384M 25
 sleep 2
 i=0
 while [ $i -lt 40 ]; do
@@ -25,8 +21,7 @@ while [ $i -lt 40 ]; do
 	i=$((i + 1))
 done
 log "40 mode switches done, head $(repl_st r0 head)"
-wait $fio || { cat /tmp/fio.txt; fail "fio failed during mode switches"; }
-grep -q "err= 0" /tmp/fio.txt || fail "fio reported errors"
+fio_verify_wait "during mode switches"
 kill -0 "$cpid" || fail "consumer died"
 [ "$(repl_st r0 consumer)" = 1 ] || fail "consumer detached"
 [ "$(repl_st r0 timeouts)" = 0 ] || fail "hold timeouts while the consumer acknowledged"

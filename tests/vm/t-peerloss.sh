@@ -46,7 +46,7 @@ log "the held write completed $ms ms after it was issued"
 [ "$(repl_st r0 state)" = ok ] || fail "state $(repl_st r0 state) after the secondary came back"
 [ "$(repl_st r0 timeouts)" = 0 ] || fail "hold_timeouts $(repl_st r0 timeouts) after the secondary came back"
 [ "$(repl_st r0 oos)" = 0 ] || fail "oos $(repl_st r0 oos) after the secondary came back"
-wait_for 20 "[ \"\$(repld_json '.peers[0].durable')\" = \"\$(repl_st r0 head)\" ]" ||
+wait_for 20 "[ \"\$(st '.peers[0].durable')\" = \"\$(repl_st r0 head)\" ]" ||
 	fail "secondary did not make everything durable"
 repld_stop
 replicas_equal $((1 << 20)) || fail "replica differs"
@@ -57,14 +57,7 @@ HOLD_MS=2000 repld_configs sync
 repld_start
 dmsetup table r0 | grep -qE " hold_timeout_ms 2000( |$)" ||
 	fail "hold-timeout-ms not applied to the existing device: $(dmsetup table r0)"
-kill -STOP "$BETA"
-t0=$(now_ms)
-dd if=/dev/urandom of=/dev/mapper/r0 bs=4k count=1 seek=200 oflag=direct status=none || fail "I/O error"
-ms=$(($(now_ms) - t0))
-log "degrade: sync write with the secondary stopped: $ms ms (hold timeout 2000)"
-[ "$ms" -ge 1800 ] || fail "write did not wait for the stopped secondary ($ms ms)"
-[ "$ms" -lt 8000 ] || fail "write waited past the hold timeout ($ms ms)"
-[ "$(repl_st r0 state)" = degraded ] || fail "state $(repl_st r0 state), expected degraded"
+stopped_peer_write 200 degrade
 [ "$(repl_st r0 timeouts)" = 1 ] || fail "hold_timeouts $(repl_st r0 timeouts), expected 1"
 kill -CONT "$BETA"
 wait_for 30 "[ \"\$(repl_st r0 state)\" = ok ]" || { tail /tmp/alpha.log; fail "did not return to sync"; }

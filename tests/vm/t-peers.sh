@@ -15,12 +15,10 @@
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+# CONF (/tmp/dm-repl)
+. "$DMREPL_SRC_DIR/tests/vm/repld-lib.sh"
 
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
-CONF=/tmp/dm-repl
 SIZE=$(blockdev --getsize64 /dev/vda)
-mkdir -p $CONF
 
 for n in beta:vdb:7789 gamma:vdc:7790; do
 	IFS=: read -r name dev port <<-EOF
@@ -50,7 +48,6 @@ pri_start() {
 	wait_for 20 "[ -e /dev/mapper/r0 ] && $REPLCTL --json status r0 > /dev/null 2>&1" ||
 		{ cat /tmp/alpha.log; fail "primary did not start"; }
 }
-st() { "$REPLCTL" --json status r0; }
 peer() { # NAME FIELD
 	st | jq -r ".peers[] | select(.name == \"$1\") | .$2"
 }

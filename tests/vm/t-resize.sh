@@ -32,7 +32,7 @@ linear() {
 	fi || fail "linear $1 $3 MiB"
 }
 size_mb() { echo $(($(blockdev --getsz "$1") / MB)); }
-peer() { repld_json ".peers[0].$1"; }
+peer() { st ".peers[0].$1"; }
 # in sync, while writes go on (a few records always in flight)
 uptodate() {
 	[ "$(peer disk)" = UpToDate ] && [ "$(peer resync)" = null ] &&
@@ -81,7 +81,7 @@ rs0=$(peer resyncs_done)
 out=$("$REPLCTL" resize r0 --config $CONF/alpha.conf 2>&1) || { cat /tmp/alpha.log; fail "replctl resize r0: $out"; }
 log "$out"
 [ "$(size_mb /dev/mapper/r0)" = 128 ] || fail "r0 is $(size_mb /dev/mapper/r0) MiB after the resize"
-[ "$(repld_json .target.device_sectors)" = $((128 * MB)) ] || fail "repld did not follow"
+[ "$(st .target.device_sectors)" = $((128 * MB)) ] || fail "repld did not follow"
 grep -q "the device grew to $((128 * MB)) sectors" /tmp/alpha.log || fail "repld did not log the growth"
 # writes past the old end, under the load
 dd if=/dev/urandom of=/dev/mapper/r0 bs=1M count=8 seek=100 oflag=direct status=none ||

@@ -31,11 +31,11 @@ wait_for 30 "grep -q 'peer beta: the ring overflowed (GAP' /tmp/alpha.log" ||
 tc qdisc del dev lo root
 pass "ring overflow under a throttled link: no I/O error, $(repl_st r0 overflows) overflows"
 
-wait_for 120 "[ \"\$(repld_json '.peers[0].disk')\" = UpToDate ] && [ \"\$(repld_json '.peers[0].resync.kind // \"-\"')\" = - ] && [ \"\$(repl_st r0 oos)\" = 0 ]" ||
+wait_for 120 "[ \"\$(st '.peers[0].disk')\" = UpToDate ] && [ \"\$(st '.peers[0].resync.kind // \"-\"')\" = - ] && [ \"\$(repl_st r0 oos)\" = 0 ]" ||
 	{ tail -20 /tmp/alpha.log; fail "resync did not complete"; }
 grep -q "bitmap resync done" /tmp/alpha.log || fail "no bitmap resync"
 ! grep -q "full sync" /tmp/alpha.log || fail "a full sync after an overflow"
-wait_for 30 "[ \"\$(repld_json '.peers[0].durable')\" = \"\$(repl_st r0 head)\" ]" || fail "not durable"
+wait_for 30 "[ \"\$(st '.peers[0].durable')\" = \"\$(repl_st r0 head)\" ]" || fail "not durable"
 replicas_equal $((192 * MiB)) || fail "copies differ after the resync"
 pass "bitmap resync after the overflow: $(sed -n 's/.*bitmap resync done: //p' /tmp/alpha.log | tail -n 1)"
 
@@ -58,7 +58,7 @@ cp /tmp/alpha.log "$DMREPL_OUT/alpha-before-kill.log"
 "$REPLD" -c $CONF/alpha.conf > /tmp/alpha.log 2>&1 &
 ALPHA=$!
 wait "$FIO" || { cat /tmp/fio2.txt; fail "I/O error across the daemon's restart"; }
-wait_for 60 "[ \"\$(repld_json '.peers[0].disk' 2>/dev/null)\" = UpToDate ] && [ \"\$(repld_json '.peers[0].resync.kind // \"-\"')\" = - ] && [ \"\$(repl_st r0 oos)\" = 0 ] && [ \"\$(repld_json '.peers[0].durable')\" = \"\$(repl_st r0 head)\" ]" ||
+wait_for 60 "[ \"\$(st '.peers[0].disk' 2>/dev/null)\" = UpToDate ] && [ \"\$(st '.peers[0].resync.kind // \"-\"')\" = - ] && [ \"\$(repl_st r0 oos)\" = 0 ] && [ \"\$(st '.peers[0].durable')\" = \"\$(repl_st r0 head)\" ]" ||
 	{ cat /tmp/alpha.log; fail "the restarted daemon did not catch up"; }
 grep -q "peer beta connected (async), resuming at record [1-9]" /tmp/alpha.log ||
 	fail "did not resume from the ring: $(grep 'peer beta' /tmp/alpha.log)"

@@ -28,10 +28,9 @@
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
+# CONF (/tmp/dm-repl)
+. "$DMREPL_SRC_DIR/tests/vm/repld-lib.sh"
 
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
-CONF=/tmp/dm-repl
 SIZE=$(blockdev --getsize64 /dev/vda)
 RUNTIME=${SLOWPEER_RUNTIME:-15}
 ROUNDS=${SLOWPEER_ROUNDS:-2}
@@ -39,7 +38,6 @@ P99_MAX=${SLOWPEER_P99_MAX:-}
 RATE=${SLOWPEER_RATE:-}
 # fio writes into the first 64 MiB: the regions gamma misses stay few
 AREA=64M
-mkdir -p $CONF
 command -v fio > /dev/null || skip "fio not installed"
 
 # ---- the two namespaces: alpha 169.254.2N.1 <-> peer 169.254.2N.2
@@ -74,7 +72,6 @@ ip netns exec gamma "$REPLD" -c $CONF/gamma.conf > /tmp/gamma.log 2>&1 &
 GAMMA=$!
 "$REPLD" -c $CONF/alpha.conf > /tmp/alpha.log 2>&1 &
 ALPHA=$!
-st() { "$REPLCTL" --json status r0; }
 peer() { # NAME FIELD
 	st | jq -r ".peers[] | select(.name == \"$1\") | .$2"
 }

@@ -10,11 +10,7 @@
 repl_create r0 /dev/vda sync ring_size_mb 32 hold_timeout_ms 3000
 consumer_start r0 /tmp/d1.txt --timeout-ms 600000
 cpid=$CONSUMER
-fio --name=susp --filename=/dev/mapper/r0 --rw=randwrite --bsrange=4k-128k --iodepth=16 \
-	--direct=1 --ioengine=libaio --size=256M --runtime=40 --time_based \
-	--verify=crc32c --verify_backlog=256 --verify_fatal=1 --randrepeat=0 \
-	--eta=never --output=/tmp/fio.txt &
-fio=$!
+fio_verify_start susp 128k 256M 40
 sleep 2
 
 # timed CMD... : run CMD with a 20 s limit, print its duration in ms
@@ -63,8 +59,7 @@ dmsetup resume r0
 [ "$(repl_st r0 state)" = degraded ] || fail "state $(repl_st r0 state), expected degraded"
 kill -CONT "$cpid"
 wait_for 30 "[ \"\$(repl_st r0 state)\" = ok ]" || fail "did not recover after the consumer came back"
-wait $fio || { cat /tmp/fio.txt; fail "fio failed"; }
-grep -q "err= 0" /tmp/fio.txt || fail "fio reported errors"
+fio_verify_wait "under suspend, resume and reload"
 wait_for 30 "[ \$(repl_st r0 tail) = \$(repl_st r0 head) ]" || fail "consumer did not catch up"
 [ "$(grep -c '^seq=' /tmp/d1.txt)" = "$(repl_st r0 head)" ] ||
 	fail "consumer saw $(grep -c '^seq=' /tmp/d1.txt) of $(repl_st r0 head) records"

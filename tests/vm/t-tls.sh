@@ -18,8 +18,6 @@
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
-REPLD=$DMREPL_BUILD_DIR/daemon/repld/repld
-REPLCTL=$DMREPL_BUILD_DIR/daemon/replctl/replctl
 MITM=$DMREPL_BUILD_DIR/tests/tools/repl-mitm
 CONF=/tmp/dm-repl
 CHUNK=48		# MiB per phase
@@ -53,7 +51,6 @@ ip netns exec beta "$REPLD" -c $CONF/beta.conf > /tmp/beta.log 2>&1 &
 BETA=$!
 "$REPLD" -c $CONF/alpha.conf > /tmp/alpha.log 2>&1 &
 ALPHA=$!
-st() { "$REPLCTL" --json status r0; }
 peer() { st | jq -r ".peers[0].$1"; }
 connected() {
 	wait_for 60 '[ "$(peer connection 2> /dev/null)" = Connected ]' ||

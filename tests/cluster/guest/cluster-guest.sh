@@ -12,8 +12,6 @@ alpha) OTHER=beta OTHER_IP=$PAIR_B_IP ;;
 *) OTHER=alpha OTHER_IP=$PAIR_A_IP ;;
 esac
 
-# st JQ : a value from this node's `replctl --json status r0`
-st() { replctl --json status r0 2> /dev/null | jq -r "$1"; }
 # peer_in_sync : this node's peer is connected, UpToDate, no resync left
 peer_in_sync() {
 	replctl --json status r0 2> /dev/null | jq -e '.peers[0] | select(.connection == "Connected" and .disk == "UpToDate" and (has("resync") | not) and .out_of_sync_regions == 0)' > /dev/null

@@ -37,11 +37,6 @@ conf_secondary() {
 		peer="alpha@$PAIR_A_IP"
 }
 
-# st JQ : a value from this node's `replctl --json status r0`
-st() {
-	replctl --json status r0 | jq -r "$1"
-}
-
 # wait_connected TMO : the primary's peer (or the secondary's primary) is Connected
 wait_connected() {
 	if [ "$PAIR_GUEST" = a ]; then

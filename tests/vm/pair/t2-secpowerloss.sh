@@ -127,14 +127,8 @@ wait_resync_done() {
 }
 
 # ---- setup: A primary (32 MiB ring, metadata), B secondary
-pair_disk a 0 ${SIZE_MB}M
-pair_disk a 1 8M
-pair_disk b 0 ${SIZE_MB}M
-pair_start b
-pair_start a
-pair_wait_ready b a
+pair_repl_guests
 b_throttle $B_IOPS
-grun a md 'replctl create-md --meta /dev/vdb --data /dev/vda --resource r0' >/dev/null || fail "create-md on A"
 b_repld_start repld
 a_repld_start repld
 grun b uptodate 'wait_for 30 "[ \"\$(st .disk)\" = UpToDate ]"' 40 >/dev/null || fail "B never became UpToDate"
