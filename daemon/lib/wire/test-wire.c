@@ -309,6 +309,44 @@ static void set_nonblock(int fd)
  * out against s's items.  Returns the reader's final result: 0 for a clean
  * end of stream, else its error (reason in k->reason).
  */
+/* One write of the stream from off into fd, of the size chunking ch picks:
+ * the bytes written (0 when the socket is full). */
+static size_t feed(int fd, const struct stream *s, size_t off, enum chunk ch)
+{
+	size_t want = s->len - off;
+	ssize_t n;
+
+	if (ch == CH_BYTE)
+		want = 1;
+	else if (ch == CH_RANDOM && want > 1)
+		want = 1 + rnd(want < 70000 ? want : 70000);
+	else if (ch == CH_SMALL && want > 1)
+		want = 1 + rnd(want < 700 ? want : 700);
+	n = write(fd, s->buf + off, want);
+	CHECK(n > 0 || errno == EAGAIN, "write: %s", strerror(errno));
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* The reader's end: an error is sticky and has a reason; a clean end
+ * leaves no bytes and stays at EOF. */
+static void drive_end(struct sink *k, struct wire_reader *r, int rc, int fd)
+{
+	struct wire_msg msg;
+
+	k->rc = rc;
+	snprintf(k->reason, sizeof(k->reason), "%s", wire_reader_error(r));
+	if (rc < 0) {
+		CHECK(k->reason[0], "error %d without a reason", rc);
+		CHECK_RC(wire_reader_next(r, &msg), rc);
+		CHECK(!strcmp(wire_reader_error(r), k->reason),
+		      "reason changed");
+	} else {
+		CHECK(wire_reader_pending(r) == 0, "bytes left at EOF");
+		CHECK_RC(wire_reader_fill(r, fd), 0);
+		CHECK_RC(wire_reader_next(r, &msg), 0);
+	}
+}
+
 static int drive(struct sink *k, const struct stream *s, enum pmode pm,
 		 enum chunk ch)
 {
@@ -328,19 +366,7 @@ static int drive(struct sink *k, const struct stream *s, enum pmode pm,
 
 	for (;;) {
 		if (off < s->len) {
-			size_t want = s->len - off;
-			ssize_t n;
-
-			if (ch == CH_BYTE)
-				want = 1;
-			else if (ch == CH_RANDOM && want > 1)
-				want = 1 + rnd(want < 70000 ? want : 70000);
-			else if (ch == CH_SMALL && want > 1)
-				want = 1 + rnd(want < 700 ? want : 700);
-			n = write(sv[0], s->buf + off, want);
-			CHECK(n > 0 || errno == EAGAIN, "write: %s", strerror(errno));
-			if (n > 0)
-				off += (size_t)n;
+			off += feed(sv[0], s, off, ch);
 		} else if (!closed) {
 			close(sv[0]);
 			closed = true;
@@ -375,19 +401,7 @@ static int drive(struct sink *k, const struct stream *s, enum pmode pm,
 		}
 	}
 out:
-	k->rc = rc;
-	snprintf(k->reason, sizeof(k->reason), "%s", wire_reader_error(&r));
-	if (rc < 0) {
-		CHECK(k->reason[0], "error %d without a reason", rc);
-		/* sticky */
-		CHECK_RC(wire_reader_next(&r, &msg), rc);
-		CHECK(!strcmp(wire_reader_error(&r), k->reason),
-		      "reason changed");
-	} else {
-		CHECK(wire_reader_pending(&r) == 0, "bytes left at EOF");
-		CHECK_RC(wire_reader_fill(&r, sv[1]), 0);
-		CHECK_RC(wire_reader_next(&r, &msg), 0);
-	}
+	drive_end(k, &r, rc, sv[1]);
 	wire_reader_free(&r);
 	wire_reader_free(&r);	/* idempotent */
 	if (!closed)
@@ -587,6 +601,26 @@ static void expect_bad(const char *what, const void *bad, size_t len,
 	n_bad++;
 }
 
+/* expect_bad of one frame: the length prefix, then the len bytes of msg */
+static void expect_bad_msg(const char *what, const void *msg, size_t len,
+			   int want, const char *reason)
+{
+	uint8_t b[2 * WIRE_MAX_MSG];
+
+	wire_raw_be32(b, (uint32_t)len);
+	memcpy(b + 4, msg, len);
+	expect_bad(what, b, 4 + len, want, reason);
+}
+
+/* expect_bad of one frame whose Frame field `field` is the message body */
+static void expect_bad_in(const char *what, uint32_t field, const struct pb *body,
+			  int want, const char *reason)
+{
+	uint8_t b[2 * WIRE_MAX_MSG];
+
+	expect_bad(what, b, pb_frame(b, field, body), want, reason);
+}
+
 static void bad_frame(const char *what, const Dmrepl__V1__Frame *f, int want,
 		      const char *reason)
 {
@@ -688,89 +722,50 @@ static void malformed_framing(void)
 /* not protobuf, or not our Frame */
 static void malformed_not_protobuf(void)
 {
-	uint8_t b[2 * WIRE_MAX_MSG];
-	struct pb p;
-	size_t n;
-	wire_raw_be32(b, 6);
-	memcpy(b + 4, "\xff\xff\xff\xff\xff\xff", 6);
-	expect_bad("garbage protobuf", b, 10, -EPROTO,
-		   "not a protobuf message");
-	wire_raw_be32(b, 5);
-	memcpy(b + 4, "GET /", 5);
-	expect_bad("HTTP request", b, 9, -EPROTO,
-		   "not a protobuf message");
-	p.n = 0;
+	struct pb p = { .n = 0 }, body = { .n = 0 };
+
+	expect_bad_msg("garbage protobuf", "\xff\xff\xff\xff\xff\xff", 6, -EPROTO,
+		       "not a protobuf message");
+	expect_bad_msg("HTTP request", "GET /", 5, -EPROTO, "not a protobuf message");
 	pb_key(&p, 7, 0);
 	pb_varint(&p, 1);
-	wire_raw_be32(b, (uint32_t)p.n);
-	memcpy(b + 4, p.b, p.n);
-	expect_bad("unknown Frame field 7", b, 4 + p.n, -EPROTO,
-		   "Frame field 7 (wire type 0) unknown");
+	expect_bad_msg("unknown Frame field 7", p.b, p.n, -EPROTO,
+		       "Frame field 7 (wire type 0) unknown");
 	p.n = 0;
 	pb_key(&p, 2, 0);	/* data, as a varint */
 	pb_varint(&p, 1);
-	wire_raw_be32(b, (uint32_t)p.n);
-	memcpy(b + 4, p.b, p.n);
-	expect_bad("Frame.data as varint", b, 4 + p.n, -EPROTO,
-		   "Frame field 2 (wire type 0) unknown");
+	expect_bad_msg("Frame.data as varint", p.b, p.n, -EPROTO,
+		       "Frame field 2 (wire type 0) unknown");
 	p.n = 0;
 	pb_bytes(&p, 5, "", 0);		/* keepalive */
 	pb_bytes(&p, 3, "", 0);		/* ack */
-	wire_raw_be32(b, (uint32_t)p.n);
-	memcpy(b + 4, p.b, p.n);
-	expect_bad("two oneof members", b, 4 + p.n, -EPROTO,
-		   "more than one field");
+	expect_bad_msg("two oneof members", p.b, p.n, -EPROTO, "more than one field");
 	p.n = 0;
 	pb_bytes(&p, 5, "", 0);
 	pb_bytes(&p, 5, "", 0);
-	wire_raw_be32(b, (uint32_t)p.n);
-	memcpy(b + 4, p.b, p.n);
-	expect_bad("one member twice", b, 4 + p.n, -EPROTO,
-		   "more than one field");
+	expect_bad_msg("one member twice", p.b, p.n, -EPROTO, "more than one field");
 	p.n = 0;
 	pb_bytes(&p, 5, "", 0);
 	pb_key(&p, 9, 0);
 	pb_varint(&p, 0);
-	wire_raw_be32(b, (uint32_t)p.n);
-	memcpy(b + 4, p.b, p.n);
-	expect_bad("member plus unknown field", b, 4 + p.n, -EPROTO,
-		   "more than one field");
-	p.n = 0;
-	pb_key(&p, 1, 0);	/* Data.seq as length-delimited */
-	pb_varint(&p, 1);
-	{
-		struct pb body = { .n = 0 };
-
-		pb_bytes(&body, 1, "xx", 2);
-		n = pb_frame(b, 2, &body);
-	}
-	expect_bad("Data.seq with the wrong wire type", b, n, -EPROTO,
-		   "does not parse");
-	{
-		struct pb body = { .n = 0 };
-
-		pb_key(&body, 4, 0);		/* Data.op, varint cut off */
-		body.b[body.n++] = 0x80;
-		n = pb_frame(b, 2, &body);
-	}
-	expect_bad("truncated varint inside Data", b, n, -EPROTO,
-		   "does not parse");
-	{
-		struct pb body = { .n = 0 };
-
-		pb_key(&body, 2, 2);		/* Hello.node, length too malformed_big */
-		pb_varint(&body, 50);
-		n = pb_frame(b, 1, &body);
-	}
-	expect_bad("string length beyond the Hello", b, n, -EPROTO,
-		   "Hello is not a protobuf message");
-	{
-		struct pb body = { .n = 0 };
-
-		pb_key(&body, 3, 3);		/* a group */
-		n = pb_frame(b, 3, &body);
-	}
-	expect_bad("a group inside Ack", b, n, -EPROTO, "does not parse");
+	expect_bad_msg("member plus unknown field", p.b, p.n, -EPROTO,
+		       "more than one field");
+	pb_bytes(&body, 1, "xx", 2);	/* Data.seq as length-delimited */
+	expect_bad_in("Data.seq with the wrong wire type", 2, &body, -EPROTO,
+		      "does not parse");
+	body.n = 0;
+	pb_key(&body, 4, 0);		/* Data.op, varint cut off */
+	body.b[body.n++] = 0x80;
+	expect_bad_in("truncated varint inside Data", 2, &body, -EPROTO,
+		      "does not parse");
+	body.n = 0;
+	pb_key(&body, 2, 2);		/* Hello.node, longer than the Hello */
+	pb_varint(&body, 50);
+	expect_bad_in("string length beyond the Hello", 1, &body, -EPROTO,
+		      "Hello is not a protobuf message");
+	body.n = 0;
+	pb_key(&body, 3, 3);		/* a group */
+	expect_bad_in("a group inside Ack", 3, &body, -EPROTO, "does not parse");
 }
 
 static void malformed_data(void)
@@ -826,9 +821,7 @@ static void malformed_data(void)
 /* Hellos protobuf-c would not build: NUL bytes in strings, repeated fields, wide enums. */
 static void malformed_hello_raw(void)
 {
-	uint8_t b[2 * WIRE_MAX_MSG];
 	struct pb body = { .n = 0 };
-	size_t n;
 
 	pb_key(&body, 1, 0);
 	pb_varint(&body, 1);
@@ -836,17 +829,15 @@ static void malformed_hello_raw(void)
 	pb_bytes(&body, 3, "r", 1);
 	pb_key(&body, 4, 0);
 	pb_varint(&body, 1);
-	n = pb_frame(b, 1, &body);
-	expect_bad("Hello node with a NUL", b, n, -EPROTO,
-		   "Hello node contains a NUL byte");
+	expect_bad_in("Hello node with a NUL", 1, &body, -EPROTO,
+		      "Hello node contains a NUL byte");
 	body.n = 0;
 	pb_key(&body, 1, 0);
 	pb_varint(&body, 1);
 	pb_bytes(&body, 2, "a", 1);
 	pb_bytes(&body, 3, "r\0", 2);
-	n = pb_frame(b, 1, &body);
-	expect_bad("Hello resource with a NUL", b, n, -EPROTO,
-		   "Hello resource contains a NUL byte");
+	expect_bad_in("Hello resource with a NUL", 1, &body, -EPROTO,
+		      "Hello resource contains a NUL byte");
 	/* a bad first value hidden by a good second one */
 	body.n = 0;
 	pb_key(&body, 1, 0);
@@ -856,9 +847,8 @@ static void malformed_hello_raw(void)
 	pb_bytes(&body, 3, "r", 1);
 	pb_key(&body, 4, 0);
 	pb_varint(&body, 2);
-	n = pb_frame(b, 1, &body);
-	expect_bad("Hello node twice, first with a NUL", b, n, -EPROTO,
-		   "NUL");
+	expect_bad_in("Hello node twice, first with a NUL", 1, &body, -EPROTO,
+		      "NUL");
 	/* an enum beyond int32: protobuf truncates to 32 bits */
 	body.n = 0;
 	pb_key(&body, 1, 0);
@@ -867,8 +857,7 @@ static void malformed_hello_raw(void)
 	pb_bytes(&body, 3, "r", 1);
 	pb_key(&body, 4, 0);
 	pb_varint(&body, 1ULL << 40 | 3);
-	n = pb_frame(b, 1, &body);
-	expect_bad("Hello role 2^40+3", b, n, -EPROTO, "Hello role 3");
+	expect_bad_in("Hello role 2^40+3", 1, &body, -EPROTO, "Hello role 3");
 }
 
 static void malformed_hello(void)
