@@ -35,7 +35,9 @@ usage: vm-run.sh [options] <guest-script> [args...]
 env: DMREPL_BUILD_DIR (required), DMREPL_SRC_DIR (required),
      DMREPL_REQUIRE_VM=1 (missing qemu/kernel fails instead of skipping),
      KVER (guest kernel), ACCEL=auto|tcg|kvm (default auto),
-     TCG_CPU (the guest CPU under TCG, default max,-erms)
+     TCG_CPU (the guest CPU under TCG, default max,-erms),
+     DMREPL_VM_BOOT_LIMIT (90: seconds to the script's start; a boot that
+     takes longer is stopped and booted once more)
 logs: $DMREPL_BUILD_DIR/vm-work/runs/<name>[-<n>]/ (console.log, out/dmesg.txt, ...)
 EOF
 }

@@ -38,6 +38,8 @@
 #      DMREPL_REQUIRE_VM=1 (missing qemu/kernel fails instead of skipping),
 #      KVER, ACCEL=tcg|kvm (default: what vm-run.sh found, else tcg),
 #      PAIR_TIMEOUT (QEMU wall limit per boot, default 540 s),
+#      PAIR_READY_S (180 s to a guest's agent), PAIR_BOOT_LIMIT (90 s: an
+#      initramfs guest whose agent is not up by then is booted once more),
 #      PAIR_NET=udp|tcp (the socket netdev's transport, default udp),
 #      PAIR_KEEP=1 (keep the disk images of a passing run).
 # Exit: 0 pass, 1 fail, 77 skip.
