@@ -28,7 +28,7 @@ log "disk $((SZ >> 21)) GiB, $N regions; discard_max_bytes $(cat /sys/block/vda/
 sysctl -q -w kernel.watchdog_thresh=1 || fail "cannot set kernel.watchdog_thresh"
 echo 3 > /sys/module/rcupdate/parameters/rcu_cpu_stall_timeout ||
 	fail "cannot set rcu_cpu_stall_timeout"
-lockups() { dmesg | grep -E "soft lockup|rcu.*stall|hard LOCKUP" || true; }
+lockups() { dmesg | grep -E "soft lockup|rcu: .*stall|hard LOCKUP" || true; }
 
 # probe_start NAME / probe_stop NAME: `dmsetup status r0` in a loop; stop
 # prints the longest call in ms and the number of calls
