@@ -25,6 +25,7 @@ struct peerbits {
 	struct md_info mi;
 	struct md_peers table;
 	bool table_dirty;
+	bool pages_dirty;		/* some slot has a page_dirty byte set */
 	uint64_t nr_regions, bytes, pages;
 	unsigned int nr_slots;
 	struct pb_slot slot[DM_REPL_MD_MAX_PEERS];
@@ -235,6 +236,7 @@ int peerbits_assign(struct peerbits *pb, const char *const *names, unsigned int 
 		t->slot[i].since_ms = gens_now_ms();
 		/* a slot's old bits on disk belonged to another peer */
 		memset(pb->slot[i].page_dirty, 1, pb->pages);
+		pb->pages_dirty = true;
 		pb->table_dirty = true;
 	}
 	if (fresh) {
@@ -277,6 +279,7 @@ static void pb_change(struct peerbits *pb, unsigned int i, uint64_t first, uint6
 		*b ^= bit;
 		s->count += set ? 1 : (uint64_t)-1;
 		s->page_dirty[(r >> 3) / PB_PAGE] = 1;
+		pb->pages_dirty = true;
 	}
 	if (set)
 		s->gen++;
@@ -307,7 +310,7 @@ int peerbits_sync(struct peerbits *pb)
 		for (unsigned int i = 0; i < pb->nr_slots; i++)
 			if (pb->slot[i].page_dirty)
 				memset(pb->slot[i].page_dirty, 0, pb->pages);
-		pb->table_dirty = false;
+		pb->table_dirty = pb->pages_dirty = false;
 		return 0;
 	}
 	for (unsigned int i = 0; i < pb->nr_slots; i++) {
@@ -332,6 +335,7 @@ int peerbits_sync(struct peerbits *pb)
 	/* the bitmaps before the table that says whose they are */
 	if (wrote && fdatasync(pb->fd) < 0)
 		return -errno;
+	pb->pages_dirty = false;
 	if (pb->table_dirty) {
 		r = md_peers_write(pb->fd, &pb->mi, &pb->table);
 		if (r < 0)
@@ -341,6 +345,11 @@ int peerbits_sync(struct peerbits *pb)
 		pb->table_dirty = false;
 	}
 	return 0;
+}
+
+bool peerbits_dirty(const struct peerbits *pb)
+{
+	return pb->pages_dirty || pb->table_dirty;
 }
 
 uint64_t peerbits_count(const struct peerbits *pb, int slot)

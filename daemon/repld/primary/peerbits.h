@@ -63,6 +63,8 @@ void peerbits_mark(struct peerbits *pb, int slot, uint64_t first, uint64_t count
 void peerbits_clear(struct peerbits *pb, int slot, uint64_t first, uint64_t count);
 /* Write what changed and make it durable; 0 without a metadata device. */
 int peerbits_sync(struct peerbits *pb);
+/* Something changed since the last peerbits_sync() that succeeded. */
+bool peerbits_dirty(const struct peerbits *pb);
 
 uint64_t peerbits_count(const struct peerbits *pb, int slot);
 /* Bumped by every mark of the slot. */

@@ -205,8 +205,10 @@ static bool primary_before_sleep(struct role *r)
 	pri->pump_wanted = false;
 	stream_pump(pri);
 	stream_rotate_step(pri);
+	stream_gens_step(pri);
 	stream_bits_step(pri);
 	stream_resync_pump(pri);
+	stream_meta_step(pri);
 	stream_update_ring(pri);
 	return ring_arm(pri->ring) > 0 || pri->pump_wanted;
 }
@@ -282,6 +284,7 @@ static void primary_tick(struct role *r, uint64_t now)
 	stream_request_pump(pri);
 	stream_update_ring(pri);
 	stream_check_in_sync(pri);
+	pri->gens_failed = false;	/* a failed store: again before the loop sleeps */
 	fence_tick(pri, now);
 }
 
@@ -418,6 +421,7 @@ static void primary_free(struct role *r)
 	free(pri->replicas);
 	resync_io_free(pri->rs_io);
 	peerbits_free(pri->pb);
+	free(pri->tgt_bits);
 	if (pri->ring) {
 		loop_del(pri->env->loop, &pri->ev_ring);
 		ring_free(pri->ring);

@@ -38,6 +38,12 @@
 struct primary;
 struct ring;
 
+/* Why the generation identifiers are to be stored (struct primary's gens_store). */
+enum {
+	GENS_ROTATED = 1 << 0,		/* a new generation: then the peers join it */
+	GENS_UPTODATE = 1 << 1,		/* every peer in it: the bitmap's is forgotten */
+};
+
 /* A secondary as the primary sees it: its connection and its stream. */
 #define STREAM_LAT_RING	1024U
 
@@ -114,9 +120,16 @@ struct primary {
 	uint64_t pumped;		/* ring_prod() at the last pump */
 	bool rotate_pending;		/* new generation at the next write */
 	uint64_t rotate_mark;		/* ... a record at or after this */
+	unsigned int gens_store;	/* GENS_*: to store, then follow up */
+	bool gens_failed;		/* the last store failed: again at the tick */
+	uint64_t gens_old;		/* the generation before the rotation */
 
-	uint64_t marked_upto;		/* records below: regions marked for
-					 * peers that stopped holding the ring */
+	/* what waits for the peers' bitmaps to be durable (stream_meta_step) */
+	uint64_t mark_pending;		/* records below: regions marked for peers
+					 * that stopped holding the ring */
+	uint64_t marked_upto;		/* ... and durable: they may be released */
+	uint8_t *tgt_bits;		/* the target's bits taken, to clear there */
+	uint64_t tgt_regions, tgt_gen;
 	struct peerbits *pb;		/* each peer's out-of-sync regions */
 	int pb_error;			/* the last peerbits_sync() failed: nothing
 					 * is released until it works */
@@ -137,8 +150,6 @@ void stream_update_ring(struct primary *pri);
 /* Mark the regions of records [from, to) in the peer's out-of-sync bitmap. */
 void stream_check_size(struct primary *pri);
 void stream_mark_records(struct replica *rp, uint64_t from, uint64_t to);
-/* Make the peers' bitmaps durable; false (logged, in status): they are not. */
-bool stream_sync_bits(struct primary *pri);
 /* The peers' slots after a start or a reload of the configuration. */
 int stream_assign_slots(struct primary *pri);
 /* The peer is in sync: its bitmap now knows everything it lacks. */
@@ -153,12 +164,20 @@ uint64_t stream_peer_oos(struct replica *rp);
  */
 void stream_request_pump(struct primary *pri);
 void stream_pump(struct primary *pri);
-/* The other steps of a turn, each on its own condition: a new generation
- * at the first record without every peer, the target's dirty bits into
- * the peers' bitmaps, resyncs started and driven. */
+/*
+ * The other steps of a turn, each on its own condition, in this order: a
+ * new generation at the first record without every peer (in memory), the
+ * generation identifiers stored (then the joins), the bitmap bookkeeping
+ * (the target's dirty bits and the released records' regions into the
+ * peers' bitmaps, in memory), resyncs started and driven, the metadata
+ * write (the peers' bitmaps durable, then the target's bits cleared and
+ * the records released).
+ */
 void stream_rotate_step(struct primary *pri);
+void stream_gens_step(struct primary *pri);
 void stream_bits_step(struct primary *pri);
 void stream_resync_pump(struct primary *pri);
+void stream_meta_step(struct primary *pri);
 /* The peer needs no resync: it joins our current generation. */
 void stream_send_join(struct replica *rp);
 /* Every peer UpToDate in our generation: forget the bitmap's generation. */

@@ -149,7 +149,8 @@ void stream_mark_records(struct replica *rp, uint64_t from, uint64_t to)
 	}
 }
 
-bool stream_sync_bits(struct primary *pri)
+/* Make the peers' bitmaps durable; false (logged, in status): they are not. */
+static bool stream_sync_bits(struct primary *pri)
 {
 	int r = peerbits_sync(pri->pb);
 	uint64_t now = loop_now_ms();
@@ -165,26 +166,40 @@ bool stream_sync_bits(struct primary *pri)
 	return r == 0;
 }
 
+/* What may be released as far as the peers holding the ring go: their least durable. */
+static uint64_t stream_release_to(const struct primary *pri)
+{
+	uint64_t release = ring_prod(pri->ring);
+
+	for (unsigned int i = 0; i < pri->nr_replicas; i++) {
+		const struct replica *rp = pri->replicas[i];
+
+		if (rp->holds_ring && rp->durable < release)
+			release = rp->durable;
+	}
+	return release > pri->released ? release : pri->released;
+}
+
 /*
  * Records about to be released that a peer which stopped holding the ring
- * never got: their regions go into that peer's bitmap, durably, first.
- * False: they could not be made durable; nothing may be released.
+ * never got: their regions go into that peer's bitmap.  They are released
+ * once that is durable (stream_meta_step(), marked_upto).
  */
-static bool stream_mark_released(struct primary *pri, uint64_t release)
+static void stream_mark_released(struct primary *pri)
 {
-	uint64_t s = pri->released > pri->marked_upto ? pri->released : pri->marked_upto;
+	uint64_t s = pri->released > pri->mark_pending ? pri->released : pri->mark_pending;
+	uint64_t release = stream_release_to(pri);
 	unsigned int i;
 
+	if (release <= s)
+		return;
 	for (i = 0; i < pri->nr_replicas; i++) {
 		struct replica *rp = pri->replicas[i];
 
 		if (!rp->holds_ring && !rp->removed)
 			stream_mark_records(rp, s, release);
 	}
-	if (!stream_sync_bits(pri))
-		return false;
-	pri->marked_upto = release;
-	return true;
+	pri->mark_pending = release;
 }
 
 uint64_t stream_peer_oos(struct replica *rp)
@@ -247,10 +262,12 @@ int stream_assign_slots(struct primary *pri)
 
 /*
  * The target's bitmap stands for every peer (overflow, unclean shutdown,
- * failed local writes): move it into every peer's bitmap, durably, then
- * clear it in the target, so that one peer's resync clears only its own.
+ * failed local writes): its bits go into every peer's bitmap, and once
+ * that is durable (stream_meta_step()) they are cleared in the target, so
+ * that one peer's resync clears only its own.  Nothing is taken while the
+ * last bits taken are not cleared yet.
  */
-void stream_bits_step(struct primary *pri)
+static void stream_take_target_bits(struct primary *pri)
 {
 	struct dm_repl_dirty d;
 	struct ring_info ri;
@@ -258,9 +275,9 @@ void stream_bits_step(struct primary *pri)
 	uint64_t r, start;
 	size_t bytes;
 
-	stream_check_size(pri);
 	ring_get_info(pri->ring, &ri);
-	if (!ri.dirty_regions || (ri.state & DM_REPL_STATE_OVERFLOW) || !ring_can_resync(pri->ring))
+	if (pri->tgt_bits || !ri.dirty_regions || (ri.state & DM_REPL_STATE_OVERFLOW) ||
+	    !ring_can_resync(pri->ring))
 		return;
 	if (ring_get_dirty(pri->ring, NULL, 0, &d) < 0)
 		return;
@@ -287,17 +304,48 @@ void stream_bits_step(struct primary *pri)
 		if (rp->rs)
 			resync_mark_again(rp->rs);
 	}
-	if (!stream_sync_bits(pri)) {
-		free(b);
+	pri->tgt_bits = b;
+	pri->tgt_regions = d.nr_regions;
+	pri->tgt_gen = d.dirty_gen;
+}
+
+/* The target's bits taken are durable in the peers' bitmaps: clear them there. */
+static void stream_clear_target_bits(struct primary *pri)
+{
+	uint64_t r, start;
+
+	if (!pri->tgt_bits)
 		return;
-	}
-	for (r = 0; r < d.nr_regions;) {
-		start = bitmap_next_run(b, d.nr_regions, &r);
+	for (r = 0; r < pri->tgt_regions;) {
+		start = bitmap_next_run(pri->tgt_bits, pri->tgt_regions, &r);
 		/* EAGAIN: marked meanwhile; those stay for the next time */
-		if (r > start && ring_clear_dirty(pri->ring, start, r - start, d.dirty_gen) < 0)
+		if (r > start && ring_clear_dirty(pri->ring, start, r - start, pri->tgt_gen) < 0)
 			break;
 	}
-	free(b);
+	free(pri->tgt_bits);
+	pri->tgt_bits = NULL;
+}
+
+/* Bitmap bookkeeping, in memory: the target's bits and the released records' regions. */
+void stream_bits_step(struct primary *pri)
+{
+	stream_check_size(pri);
+	stream_take_target_bits(pri);
+	stream_mark_released(pri);
+}
+
+/*
+ * The metadata write: the peers' bitmaps as the bookkeeping, the resync
+ * and the handshake left them, durably; then what waited for it, the
+ * target's bits cleared and the records marked released.  When it fails,
+ * both wait, and the next turn tries again.
+ */
+void stream_meta_step(struct primary *pri)
+{
+	if (peerbits_dirty(pri->pb) && !stream_sync_bits(pri))
+		return;
+	pri->marked_upto = pri->mark_pending;
+	stream_clear_target_bits(pri);
 }
 
 /* Some peer that does not hold the ring gets the regions of released records. */
@@ -311,58 +359,39 @@ static bool stream_must_mark(const struct primary *pri)
 	return false;
 }
 
-static bool stream_ring_update(struct primary *pri, uint64_t release, uint64_t ack)
-{
-	int r = ring_update(pri->ring, release, ack);
-
-	if (r < 0) {
-		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
-				pri->resource, release, ack);
-		return false;
-	}
-	pri->released = release;
-	pri->acked = ack;
-	return true;
-}
-
 void stream_update_ring(struct primary *pri)
 {
-	uint64_t prod = ring_prod(pri->ring), release = prod, ack = prod;
-	bool any_sync = false;
+	/* everything is acknowledged while no peer counts for sync */
+	uint64_t release = stream_release_to(pri), ack = ring_prod(pri->ring);
 	unsigned int i;
+	int r;
 
 	for (i = 0; i < pri->nr_replicas; i++) {
 		struct replica *rp = pri->replicas[i];
 
-		if (rp->holds_ring && rp->durable < release)
-			release = rp->durable;
 		if (!stream_counts_for_sync(rp))
 			continue;
-		any_sync = true;
 		if (rp->mode == MODE_SYNC && rp->written < ack)
 			ack = rp->written;
 		if (rp->mode == MODE_SEMI_SYNC && rp->received < ack)
 			ack = rp->received;
 	}
-	if (!any_sync)
-		ack = prod;
-	if (release < pri->released)
-		release = pri->released;
 	if (ack < pri->acked)
 		ack = pri->acked;
+	/* not before their regions are durable in the bitmaps of the peers
+	 * that need them; the sync writes do not wait for that */
+	if (stream_must_mark(pri) && release > pri->marked_upto)
+		release = pri->marked_upto > pri->released ? pri->marked_upto : pri->released;
 	if (release == pri->released && ack == pri->acked)
 		return;
-	if (release > pri->released) {
-		/* the sync writes do not wait for a bitmap write */
-		if (ack > pri->acked && stream_must_mark(pri) &&
-		    !stream_ring_update(pri, pri->released, ack))
-			return;
-		if (!stream_mark_released(pri, release))
-			release = pri->released;	/* not durable: hold them */
+	r = ring_update(pri->ring, release, ack);
+	if (r < 0) {
+		log_error_errno(r, "%s: ring update (release %" PRIu64 ", ack %" PRIu64 ")",
+				pri->resource, release, ack);
+		return;
 	}
-	if (release == pri->released && ack == pri->acked)
-		return;
-	stream_ring_update(pri, release, ack);
+	pri->released = release;
+	pri->acked = ack;
 }
 
 /* ---- replicas ------------------------------------------------------------------- */
@@ -495,22 +524,25 @@ void stream_send_join(struct replica *rp)
 /*
  * The first write while some peer is not in sync: a new data generation,
  * so that a peer that went away (and maybe became primary) is recognised
- * as behind -- or as a split brain -- when it comes back.
+ * as behind -- or as a split brain -- when it comes back.  Stored by the
+ * generations step.
  */
 void stream_rotate_step(struct primary *pri)
 {
-	uint64_t old = pri->gens.current;
-
 	if (!pri->rotate_pending || pri->pumped <= pri->rotate_mark)
 		return;
 	pri->rotate_pending = false;
+	pri->gens_old = pri->gens.current;
 	gens_rotate(&pri->gens);
-	if (stream_save_gens(pri) < 0)
-		return;
+	pri->gens_store |= GENS_ROTATED;
+}
+
+/* The generation moved on: the peers that are here and in sync get every write: they join. */
+static void stream_joins(struct primary *pri)
+{
 	log_info("%s: writes without every peer: data generation %016" PRIx64 " -> %016" PRIx64
-		 " (bitmap from %016" PRIx64 ")", pri->resource, old, pri->gens.current,
+		 " (bitmap from %016" PRIx64 ")", pri->resource, pri->gens_old, pri->gens.current,
 		 pri->gens.bitmap);
-	/* the peers that are here and in sync get every write: they join */
 	for (unsigned int i = 0; i < pri->nr_replicas; i++) {
 		struct replica *rp = pri->replicas[i];
 
@@ -522,10 +554,36 @@ void stream_rotate_step(struct primary *pri)
 	}
 }
 
+/*
+ * The generation identifiers changed in memory: store them, then do what
+ * waited for that (a new generation's joins, the log of an UpToDate one).
+ * A store that fails is logged and tried again at the next tick.
+ */
+void stream_gens_step(struct primary *pri)
+{
+	unsigned int what = pri->gens_store;
+
+	if (!what || pri->gens_failed)
+		return;
+	if (stream_save_gens(pri) < 0) {
+		pri->gens_failed = true;
+		return;
+	}
+	pri->gens_store = 0;
+	if (what & GENS_ROTATED)
+		stream_joins(pri);
+	if (what & GENS_UPTODATE)
+		log_info("%s: every peer UpToDate in generation %016" PRIx64, pri->resource,
+			 pri->gens.current);
+}
+
 void stream_check_in_sync(struct primary *pri)
 {
 	unsigned int i, n = 0;
 
+	/* a new generation whose joins are not sent yet */
+	if (pri->gens_store & GENS_ROTATED)
+		return;
 	for (i = 0; i < pri->nr_replicas; i++) {
 		const struct replica *rp = pri->replicas[i];
 
@@ -541,9 +599,7 @@ void stream_check_in_sync(struct primary *pri)
 	pri->rotate_pending = false;
 	if (pri->gens.bitmap || pri->gens.history) {
 		pri->gens.bitmap = pri->gens.history = 0;
-		if (stream_save_gens(pri) == 0)
-			log_info("%s: every peer UpToDate in generation %016" PRIx64,
-				 pri->resource, pri->gens.current);
+		pri->gens_store |= GENS_UPTODATE;
 	}
 }
 
@@ -570,9 +626,9 @@ static int stream_resync_clean(void *ctx, uint64_t first, uint64_t count)
 
 	if (peerbits_gen(pri->pb, rp->slot) != rp->rs_gen)
 		return -EAGAIN;		/* marked since: the next pass */
+	/* written by this turn's metadata step; a clear not yet on disk
+	 * only means more work after a crash */
 	peerbits_clear(pri->pb, rp->slot, first, count);
-	/* a clear not yet on disk only means more work after a crash */
-	stream_sync_bits(pri);
 	return 0;
 }
 
@@ -580,8 +636,7 @@ static void stream_resync_differs(void *ctx, uint64_t r)
 {
 	struct replica *rp = ctx;
 
-	peerbits_mark(rp->pri->pb, rp->slot, r, 1);
-	stream_sync_bits(rp->pri);
+	peerbits_mark(rp->pri->pb, rp->slot, r, 1);	/* written by the metadata step */
 }
 
 static const struct resync_owner_ops stream_resync_ops = {
