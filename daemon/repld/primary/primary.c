@@ -69,62 +69,87 @@ static void primary_peer_connected(struct peer *p)
 	handshake_hello(replica_of(p));
 }
 
-/* What a secondary sends: its Hello and bitmap, acks, resync answers. */
-static void primary_peer_frame(struct peer *p, const struct wire_msg *msg)
+/* ---- what a secondary sends: its Hello and bitmap, acks, resync answers ---- */
+
+static void frame_hello(struct replica *rp, const Dmrepl__V1__Frame *f)
 {
-	struct replica *rp = replica_of(p);
-	const Dmrepl__V1__Frame *f = msg->frame;
+	handshake_reply(rp, f->hello);
+}
+
+static void frame_peer_bitmap(struct replica *rp, const Dmrepl__V1__Frame *f)
+{
+	handshake_bitmap(rp, f->peer_bitmap);
+}
+
+static void frame_ack(struct replica *rp, const Dmrepl__V1__Frame *f)
+{
+	if (!stream_ack(rp, f->ack->received, f->ack->written, f->ack->durable))
+		peer_close(&rp->conn, "invalid acknowledgment");
+	else
+		rp->conn.acks_received++;
+}
+
+static void frame_keepalive(struct replica *rp, const Dmrepl__V1__Frame *f)
+{
+}
+
+static void frame_hash_reply(struct replica *rp, const Dmrepl__V1__Frame *f)
+{
 	const char *why;
 
-	switch (f->msg_case) {
-	case DMREPL__V1__FRAME__MSG_HELLO:
-		handshake_reply(rp, f->hello);
-		break;
-	case DMREPL__V1__FRAME__MSG_PEER_BITMAP:
-		if (p->state != PEER_UP)
-			peer_close(p, "PeerBitmap before the handshake");
-		else
-			handshake_bitmap(rp, f->peer_bitmap);
-		break;
-	case DMREPL__V1__FRAME__MSG_ACK:
-		if (p->state != PEER_UP)
-			peer_close(p, "Ack before the handshake");
-		else if (!stream_ack(rp, f->ack->received, f->ack->written, f->ack->durable))
-			peer_close(p, "invalid acknowledgment");
-		else
-			p->acks_received++;
-		break;
-	case DMREPL__V1__FRAME__MSG_KEEPALIVE:
-		break;
-	case DMREPL__V1__FRAME__MSG_HASH_REPLY:
-		if (p->state != PEER_UP) {
-			peer_close(p, "HashReply before the handshake");
-		} else if (!rp->rs) {
-			peer_close(p, "unexpected HashReply");
-		} else if (resync_hash_reply(rp->rs, f->hash_reply, &why) < 0) {
-			peer_close(p, why);
-		} else {
-			stream_request_pump(rp->pri);
-		}
-		break;
-	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED:
-		if (p->state != PEER_UP)
-			peer_close(p, "ResyncFlushed before the handshake");
-		else
-			stream_resync_flushed(rp, f->resync_flushed->id);
-		break;
-	case DMREPL__V1__FRAME__MSG_ERROR: {
-		char reason[200];
+	if (!rp->rs)
+		peer_close(&rp->conn, "unexpected HashReply");
+	else if (resync_hash_reply(rp->rs, f->hash_reply, &why) < 0)
+		peer_close(&rp->conn, why);
+	else
+		stream_request_pump(rp->pri);
+}
 
-		snprintf(reason, sizeof(reason), "peer reported error %d: %s", f->error->code,
-			 f->error->reason);
-		peer_close(p, reason);
-		break;
-	}
-	default:
+static void frame_resync_flushed(struct replica *rp, const Dmrepl__V1__Frame *f)
+{
+	stream_resync_flushed(rp, f->resync_flushed->id);
+}
+
+static void frame_error(struct replica *rp, const Dmrepl__V1__Frame *f)
+{
+	char reason[200];
+
+	snprintf(reason, sizeof(reason), "peer reported error %d: %s", f->error->code,
+		 f->error->reason);
+	peer_close(&rp->conn, reason);
+}
+
+struct primary_frame {
+	void (*fn)(struct replica *rp, const Dmrepl__V1__Frame *f);
+	/* the connection is closed for this reason before the handshake */
+	const char *early;
+};
+
+static const struct primary_frame primary_frames[] = {
+	[DMREPL__V1__FRAME__MSG_HELLO] = { frame_hello, NULL },
+	[DMREPL__V1__FRAME__MSG_PEER_BITMAP] = { frame_peer_bitmap,
+						 "PeerBitmap before the handshake" },
+	[DMREPL__V1__FRAME__MSG_ACK] = { frame_ack, "Ack before the handshake" },
+	[DMREPL__V1__FRAME__MSG_KEEPALIVE] = { frame_keepalive, NULL },
+	[DMREPL__V1__FRAME__MSG_HASH_REPLY] = { frame_hash_reply,
+						"HashReply before the handshake" },
+	[DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED] = { frame_resync_flushed,
+						    "ResyncFlushed before the handshake" },
+	[DMREPL__V1__FRAME__MSG_ERROR] = { frame_error, NULL },
+};
+
+/* One frame to its handler, by its type. */
+static void primary_peer_frame(struct peer *p, const struct wire_msg *msg)
+{
+	unsigned int t = (unsigned int)msg->frame->msg_case;
+	const struct primary_frame *f = t < ARRAY_SIZE(primary_frames) ? &primary_frames[t] : NULL;
+
+	if (!f || !f->fn)
 		peer_close(p, "unexpected frame from a secondary");
-		break;
-	}
+	else if (f->early && p->state != PEER_UP)
+		peer_close(p, f->early);
+	else
+		f->fn(replica_of(p), msg->frame);
 }
 
 static void primary_peer_pump(struct peer *p)
