@@ -341,17 +341,24 @@ static void md_fail(struct repl_meta *m, int r)
 }
 
 /*
- * The round has started (page_pending set): copy its pages from ondisk to
- * staging, MD_COPY_PAGES per hold of m->lock.  Safe in pieces: a pending
- * page not yet copied (at or above staged_upto) will be copied from ondisk
- * as it is then, so repl_meta_intent() takes ondisk's bits, which it has
- * just set, for its staged bits (the write waits for this round); a bit
- * set in ondisk after its page was copied is not in staging, so that
- * write waits for the next round (its page is dirty again).  Only the
- * round work writes staging, page_pending and staged_upto, so
- * md_write_pages() reads them without the lock.
+ * Copy the round's pending pages, MD_COPY_PAGES per hold of m->lock: from
+ * ondisk to staging when the round starts (stage), from staging to synced
+ * once it is on disk.
+ *
+ * Staging is safe in pieces: a pending page not yet copied (at or above
+ * staged_upto) will be copied from ondisk as it is then, so
+ * repl_meta_intent() takes ondisk's bits, which it has just set, for its
+ * staged bits (the write waits for this round); a bit set in ondisk after
+ * its page was copied is not in staging, so that write waits for the next
+ * round (its page is dirty again).  Only the round work writes staging,
+ * page_pending and staged_upto, so md_write_pages() reads them without
+ * the lock.
+ *
+ * So is syncing: until round_done moves, a write that finds its bit
+ * staged but not yet synced waits for this round (wait_cur, released
+ * right after), and one that finds it synced is right, the bit is on disk.
  */
-static void md_stage_pages(struct repl_meta *m)
+static void md_copy_pages(struct repl_meta *m, bool stage)
 {
 	u32 p = 0, n;
 
@@ -361,48 +368,24 @@ static void md_stage_pages(struct repl_meta *m)
 			p = find_next_bit(m->page_pending, m->nr_pages, p);
 			if (p >= m->nr_pages)
 				break;
-			bitmap_copy_le(md_staging_page(m, p), md_page_ptr(m->ondisk, p),
-				       MD_PAGE_BITS);
+			if (stage)
+				bitmap_copy_le(md_staging_page(m, p), md_page_ptr(m->ondisk, p),
+					       MD_PAGE_BITS);
+			else
+				bitmap_copy_le(md_page_ptr(m->synced, p), md_staging_page(m, p),
+					       MD_PAGE_BITS);
 			p++;
 		}
 		if (p >= m->nr_pages)
 			break;
-		m->staged_upto = p;
+		if (stage)
+			m->staged_upto = p;
 		spin_unlock_irq(&m->lock);
 		cond_resched();
 		spin_lock_irq(&m->lock);
 	}
-	m->staged_upto = m->nr_pages;
-	spin_unlock_irq(&m->lock);
-}
-
-/*
- * The round is on disk: copy its pages from staging to synced,
- * MD_COPY_PAGES per hold.  Safe in pieces: until round_done moves, a
- * write that finds its bit staged but not yet synced waits for this round
- * (wait_cur, released right after), and one that finds it synced is
- * right, the bit is on disk.
- */
-static void md_sync_pages(struct repl_meta *m)
-{
-	u32 p = 0, n;
-
-	spin_lock_irq(&m->lock);
-	for (;;) {
-		for (n = 0; n < MD_COPY_PAGES; n++) {
-			p = find_next_bit(m->page_pending, m->nr_pages, p);
-			if (p >= m->nr_pages)
-				break;
-			bitmap_copy_le(md_page_ptr(m->synced, p), md_staging_page(m, p),
-				       MD_PAGE_BITS);
-			p++;
-		}
-		if (p >= m->nr_pages)
-			break;
-		spin_unlock_irq(&m->lock);
-		cond_resched();
-		spin_lock_irq(&m->lock);
-	}
+	if (stage)
+		m->staged_upto = m->nr_pages;
 	spin_unlock_irq(&m->lock);
 }
 
@@ -443,12 +426,12 @@ static void md_work(struct work_struct *work)
 		bitmap_zero(m->page_dirty, m->nr_pages);
 		m->staged_upto = 0;
 		spin_unlock_irq(&m->lock);
-		md_stage_pages(m);
+		md_copy_pages(m, true);
 
 		r = md_write_pages(m);
 
 		if (!r)
-			md_sync_pages(m);
+			md_copy_pages(m, false);
 		spin_lock_irq(&m->lock);
 		bitmap_zero(m->page_pending, m->nr_pages);
 		m->round_done = round;
@@ -508,7 +491,7 @@ static bool md_deactivate_extent(struct repl_meta *m, u64 x)
  * in synced and the round in flight (its page pending) does not clear it;
  * if it is not, the write waits for the round in flight when that one
  * writes the bit (in staging, or in ondisk for a page not yet copied:
- * md_stage_pages()), else for the next one (and its page is dirty).
+ * md_copy_pages()), else for the next one (and its page is dirty).
  */
 static u64 md_need_round(struct repl_meta *m, u64 first, u64 end)
 {
