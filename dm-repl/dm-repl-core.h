@@ -62,36 +62,31 @@ static inline unsigned long repl_word_mask(u64 w, u64 lo, u64 hi)
 	return mask;
 }
 
-/* Set bits [lo, hi) of @map; returns how many were clear. */
-static inline u64 repl_bitmap_set_count(unsigned long *map, u64 lo, u64 hi)
+/* Set (or clear) bits [lo, hi) of @map; returns how many changed. */
+static inline u64 repl_bitmap_change_count(unsigned long *map, u64 lo, u64 hi, bool set)
 {
-	unsigned long mask;
+	unsigned long mask, old;
 	u64 w, n = 0;
 
 	if (lo >= hi)
 		return 0;
 	for (w = lo / BITS_PER_LONG; w * BITS_PER_LONG < hi; w++) {
 		mask = repl_word_mask(w, lo, hi);
-		n += hweight_long(mask & ~map[w]);
-		map[w] |= mask;
+		old = map[w];
+		map[w] = set ? old | mask : old & ~mask;
+		n += hweight_long(old ^ map[w]);
 	}
 	return n;
 }
 
-/* Clear bits [lo, hi) of @map; returns how many were set. */
+static inline u64 repl_bitmap_set_count(unsigned long *map, u64 lo, u64 hi)
+{
+	return repl_bitmap_change_count(map, lo, hi, true);
+}
+
 static inline u64 repl_bitmap_clear_count(unsigned long *map, u64 lo, u64 hi)
 {
-	unsigned long mask;
-	u64 w, n = 0;
-
-	if (lo >= hi)
-		return 0;
-	for (w = lo / BITS_PER_LONG; w * BITS_PER_LONG < hi; w++) {
-		mask = repl_word_mask(w, lo, hi);
-		n += hweight_long(mask & map[w]);
-		map[w] &= ~mask;
-	}
-	return n;
+	return repl_bitmap_change_count(map, lo, hi, false);
 }
 
 enum repl_mode {
