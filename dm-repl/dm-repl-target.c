@@ -69,30 +69,22 @@ static const struct repl_feature {
 	size_t offset;		/* of the value in struct repl_c */
 	unsigned int def;
 } repl_features[] = {
-	{"ring_size_mb", {REPL_MIN_RING_MB, REPL_MAX_RING_MB,
-	 "Invalid ring_size_mb (4..4096)"},
-	 "Feature ring_size_mb duplicated", false,
-	 offsetof(struct repl_c, ring_size_mb), REPL_DEFAULT_RING_MB},
-	{"hold_timeout_ms", {1, REPL_MAX_HOLD_MS,
-	 "Invalid hold_timeout_ms (1..60000)"},
-	 "Feature hold_timeout_ms duplicated", false,
-	 offsetof(struct repl_c, hold_timeout_ms), REPL_DEFAULT_HOLD_MS},
-	{"region_kb", {REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
-	 "Invalid region_kb (power of 2, 4..1048576)"},
-	 "Feature region_kb duplicated", true,
-	 offsetof(struct repl_c, region_kb), REPL_DEFAULT_REGION_KB},
-	{"extent_kb", {REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
-	 "Invalid extent_kb (power of 2, 4..1048576)"},
-	 "Feature extent_kb duplicated", true,
-	 offsetof(struct repl_c, extent_kb), 0},
-	{"max_extents", {1, REPL_MAX_MAX_EXTENTS,
-	 "Invalid max_extents (1..16777216)"},
-	 "Feature max_extents duplicated", false,
-	 offsetof(struct repl_c, max_extents), DM_REPL_DEFAULT_MAX_EXTENTS},
-	{"record_kb", {DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
-	 "Invalid record_kb (power of 2, 4..1024)"},
-	 "Feature record_kb duplicated", true,
-	 offsetof(struct repl_c, record_kb), DM_REPL_DEFAULT_RECORD_KB},
+#define REPL_FEATURE(f, lo, hi, range, p2, d)				\
+	{ #f, { lo, hi, "Invalid " #f " (" range ")" },			\
+	  "Feature " #f " duplicated", p2, offsetof(struct repl_c, f), d }
+	REPL_FEATURE(ring_size_mb, REPL_MIN_RING_MB, REPL_MAX_RING_MB, "4..4096",
+		     false, REPL_DEFAULT_RING_MB),
+	REPL_FEATURE(hold_timeout_ms, 1, REPL_MAX_HOLD_MS, "1..60000",
+		     false, REPL_DEFAULT_HOLD_MS),
+	REPL_FEATURE(region_kb, REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
+		     "power of 2, 4..1048576", true, REPL_DEFAULT_REGION_KB),
+	REPL_FEATURE(extent_kb, REPL_MIN_REGION_KB, REPL_MAX_REGION_KB,
+		     "power of 2, 4..1048576", true, 0),
+	REPL_FEATURE(max_extents, 1, REPL_MAX_MAX_EXTENTS, "1..16777216",
+		     false, DM_REPL_DEFAULT_MAX_EXTENTS),
+	REPL_FEATURE(record_kb, DM_REPL_MIN_RECORD_KB, DM_REPL_MAX_RECORD_KB,
+		     "power of 2, 4..1024", true, DM_REPL_DEFAULT_RECORD_KB),
+#undef REPL_FEATURE
 };
 
 static unsigned int *repl_feature_val(struct repl_c *rc,
