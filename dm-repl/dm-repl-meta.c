@@ -616,6 +616,22 @@ void repl_meta_set_dirty(struct repl_meta *m, u64 first, u64 end)
 }
 
 /*
+ * Clear bits @c of word @w on disk, but for those of an active extent
+ * (they stay until the extent goes); true when a page became dirty.
+ * m->lock held.
+ */
+static bool md_ondisk_clear(struct repl_meta *m, u64 w, unsigned long c)
+{
+	if (c)
+		c &= ~md_ext_mask(m, w);
+	if (!c)
+		return false;
+	m->ondisk[w] &= ~c;
+	__set_bit(w / MD_PAGE_WORDS, m->page_dirty);
+	return true;
+}
+
+/*
  * A resync cleared regions [first, end) (the ring cleared them in its dirty
  * bitmap).  A region's bit on disk goes unless it has intent or its extent
  * is active.  Any context; the ring calls it with ring->lock held, at most
@@ -640,14 +656,7 @@ void repl_meta_clear_dirty(struct repl_meta *m, u64 first, u64 end)
 		if (!c)
 			continue;
 		m->oos[w] &= ~c;
-		c &= m->ondisk[w] & ~m->intent[w];
-		if (c)
-			c &= ~md_ext_mask(m, w);
-		if (!c)
-			continue;
-		m->ondisk[w] &= ~c;
-		__set_bit(w / MD_PAGE_WORDS, m->page_dirty);
-		dirtied = true;
+		dirtied |= md_ondisk_clear(m, w, c & m->ondisk[w] & ~m->intent[w]);
 	}
 	if (dirtied)
 		queue_work(m->wq, &m->work);
@@ -708,14 +717,7 @@ static bool md_clear_pass(struct repl_meta *m, bool final)
 			m->intent[i] &= ~c;
 			m->nr_intent -= hweight_long(c);
 			/* regions marked on their own (max_extents were active) */
-			c &= ~m->oos[i] & m->ondisk[i];
-			if (c)
-				c &= ~md_ext_mask(m, i);
-			if (!c)
-				continue;
-			m->ondisk[i] &= ~c;
-			__set_bit(i / MD_PAGE_WORDS, m->page_dirty);
-			dirtied = true;
+			dirtied |= md_ondisk_clear(m, i, c & ~m->oos[i] & m->ondisk[i]);
 		}
 		spin_unlock_irq(&m->lock);
 		cond_resched();
