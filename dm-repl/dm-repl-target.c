@@ -42,16 +42,25 @@ static const char *repl_mode_name(enum repl_mode mode)
 	return mode == REPL_MODE_SYNC ? "sync" : "async";
 }
 
-static int repl_parse_mode(const char *arg, enum repl_mode *mode)
+/* One of two words: @no (false) or @yes (true). */
+static int repl_parse_choice(const char *arg, const char *no, const char *yes, bool *ret)
 {
-	if (!arg)
-		return -EINVAL;
-	if (!strcmp(arg, "sync"))
-		*mode = REPL_MODE_SYNC;
-	else if (!strcmp(arg, "async"))
-		*mode = REPL_MODE_ASYNC;
+	if (arg && !strcmp(arg, no))
+		*ret = false;
+	else if (arg && !strcmp(arg, yes))
+		*ret = true;
 	else
 		return -EINVAL;
+	return 0;
+}
+
+static int repl_parse_mode(const char *arg, enum repl_mode *mode)
+{
+	bool sync;
+
+	if (repl_parse_choice(arg, "async", "sync", &sync))
+		return -EINVAL;
+	*mode = sync ? REPL_MODE_SYNC : REPL_MODE_ASYNC;
 	return 0;
 }
 
@@ -115,20 +124,6 @@ static void repl_feature_values(struct repl_c *rc, unsigned int *val)
 		val[i] = READ_ONCE(*repl_feature_val(rc, &repl_features[i]));
 }
 
-/* on_io_error <pass|stop>: what writes do after a local write failed. */
-static int repl_parse_io_error(const char *arg, bool *stop)
-{
-	if (!arg)
-		return -EINVAL;
-	if (!strcmp(arg, "pass"))
-		*stop = false;
-	else if (!strcmp(arg, "stop"))
-		*stop = true;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			       struct dm_target *ti)
 {
@@ -158,13 +153,15 @@ static int repl_parse_features(struct dm_arg_set *as, struct repl_c *rc,
 			return -EINVAL;
 		}
 		argc--;
+		/* on_io_error <pass|stop>: what writes do after a local write failed */
 		if (!strcasecmp(name, "on_io_error")) {
 			if (seen_io) {
 				ti->error = "Feature on_io_error duplicated";
 				return -EINVAL;
 			}
 			seen_io = true;
-			if (repl_parse_io_error(dm_shift_arg(as), &rc->io_error_stop)) {
+			if (repl_parse_choice(dm_shift_arg(as), "pass", "stop",
+					      &rc->io_error_stop)) {
 				ti->error = "Invalid on_io_error (pass or stop)";
 				return -EINVAL;
 			}
