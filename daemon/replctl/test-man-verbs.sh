@@ -4,6 +4,9 @@
 # ".BR primary \", \" secondary") are the verbs "replctl complete" prints.
 # Usage: test-man-verbs.sh REPLCTL MAN-PAGE
 set -eu
+# same_lists: tests/lib/common.sh
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../../tests/lib/common.sh"
 replctl=$1
 man=$2
 tmp=$(mktemp -d)
@@ -16,11 +19,6 @@ awk '/^\.SH/ { p = ($2 == "COMMANDS") } p' "$man" |
 	grep -v '^$' | sed 's/\\-/-/g' | sort -u > "$tmp/man"
 [ -s "$tmp/table" ] || { echo "no verbs from $replctl complete" >&2; exit 1; }
 [ -s "$tmp/man" ] || { echo "no verbs found in $man" >&2; exit 1; }
-if ! cmp -s "$tmp/table" "$tmp/man"; then
-	echo "verbs in replctl's table but not in $man:" >&2
-	comm -23 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	echo "verbs in $man but not in replctl's table:" >&2
-	comm -13 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	exit 1
-fi
+same_lists "$tmp/table" "$tmp/man" "verbs in replctl's table but not in $man:" \
+	"verbs in $man but not in replctl's table:" || exit 1
 echo "$(wc -l < "$tmp/table") verbs, the same in replctl's table and in $man"

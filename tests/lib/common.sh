@@ -9,6 +9,7 @@
 #   wait_for SECONDS CONDITION  until the shell CONDITION holds (1: it did not)
 #   repl_conf FILE SETTING...   write a repl.conf(5)
 #   st [-s SOCKET] [JQ]         this node's status, or one value of it
+#   same_lists A B ONLY_A ONLY_B  two sorted lists hold the same lines
 #
 # Source it with  . "$DMREPL_SRC_DIR/tests/lib/common.sh"  (in a guest) or
 # relative to the script.
@@ -202,4 +203,16 @@ st() {
 	else
 		"${REPLCTL:-replctl}" --json status r0
 	fi | if [ $# -gt 0 ]; then jq -r "$1"; else cat; fi
+}
+
+# same_lists A B ONLY_A ONLY_B : the sorted files A and B hold the same
+# lines (0); if not (1), on stderr the heading ONLY_A and the lines only in
+# A, then ONLY_B and the lines only in B, each indented
+same_lists() {
+	cmp -s "$1" "$2" && return 0
+	echo "$3" >&2
+	comm -23 "$1" "$2" | sed 's/^/  /' >&2
+	echo "$4" >&2
+	comm -13 "$1" "$2" | sed 's/^/  /' >&2
+	return 1
 }

@@ -4,6 +4,9 @@
 # ctl-commands.c, and so are replctl's verbs that talk to repld.
 # Usage: test-ctl-commands.sh PRINT-CTL-COMMANDS SOURCE-ROOT [REPLCTL]
 set -eu
+# same_lists: tests/lib/common.sh
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../../../tests/lib/common.sh"
 dump=$1
 src=$2
 tmp=$(mktemp -d)
@@ -17,21 +20,16 @@ for f in daemon/repld/manager.c daemon/repld/primary/admin.c daemon/repld/second
 	     t && /^\};/ { t = 0 }
 	     t' "$src/$f" | grep -o '\.name = "[a-z-]*"' | sed 's/.*"\(.*\)"/\1/'
 done | sort -u > "$tmp/tables"
-fail=0
-if ! cmp -s "$tmp/list" "$tmp/tables"; then
-	echo "commands in ctl-commands.c but in no repld table:" >&2
-	comm -23 "$tmp/list" "$tmp/tables" | sed 's/^/  /' >&2
-	echo "commands of repld's tables not in ctl-commands.c:" >&2
-	comm -13 "$tmp/list" "$tmp/tables" | sed 's/^/  /' >&2
-	fail=1
-fi
+differ=0
+same_lists "$tmp/list" "$tmp/tables" "commands in ctl-commands.c but in no repld table:" \
+	"commands of repld's tables not in ctl-commands.c:" || differ=1
 if [ $# -ge 3 ]; then
 	"$3" __ctl-commands | sort > "$tmp/replctl"
 	if ! cmp -s "$tmp/list" "$tmp/replctl"; then
 		echo "replctl's control commands differ from ctl-commands.c:" >&2
 		diff "$tmp/list" "$tmp/replctl" | sed 's/^/  /' >&2
-		fail=1
+		differ=1
 	fi
 fi
-[ $fail -eq 0 ] || exit 1
+[ $differ -eq 0 ] || exit 1
 echo "$(wc -l < "$tmp/list") control commands, the same in ctl-commands.c and repld's tables"

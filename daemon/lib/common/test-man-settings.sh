@@ -5,6 +5,9 @@
 # such name of the manual is in the table.
 # Usage: test-man-settings.sh PRINT-SETTINGS MAN-PAGE
 set -eu
+# same_lists: tests/lib/common.sh
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../../../tests/lib/common.sh"
 dump=$1
 man=$2
 tmp=$(mktemp -d)
@@ -17,11 +20,6 @@ awk 'p { print; p = 0 } /^\.(TP|TQ)$/ { p = 1 }' "$man" |
 	grep -o '[a-z][a-z0-9-]* *=' | sed 's/ *=$//' | sort -u > "$tmp/man"
 [ -s "$tmp/table" ] || { echo "no settings from $dump" >&2; exit 1; }
 [ -s "$tmp/man" ] || { echo "no settings found in $man" >&2; exit 1; }
-if ! cmp -s "$tmp/table" "$tmp/man"; then
-	echo "settings in the table but not in $man:" >&2
-	comm -23 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	echo "settings in $man but not in the table:" >&2
-	comm -13 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	exit 1
-fi
+same_lists "$tmp/table" "$tmp/man" "settings in the table but not in $man:" \
+	"settings in $man but not in the table:" || exit 1
 echo "$(wc -l < "$tmp/table") settings, the same in the table and in $man"
