@@ -7,6 +7,13 @@
 . "$(dirname "$0")/lib.sh"
 
 # --- configuration errors
+# rejected WHAT PATTERN COMPLAINT : repld -t refuses bad.conf ("WHAT
+# accepted" if not), with an error that matches PATTERN ("COMPLAINT: the
+# error" if not)
+rejected() {
+	"$REPLD" -t -c bad.conf 2> err.txt && fail "$1 accepted"
+	grep -q "$2" err.txt || fail "$3: $(cat err.txt)"
+}
 cat > bad.conf <<'EOC'
 resource = "r0";
 node = "alpha";
@@ -14,25 +21,19 @@ role = "primary";
 device = "/dev/null";
 peers = ( { name = "beta"; address = "127.0.0.1:1"; mode = "fast"; } );
 EOC
-"$REPLD" -t -c bad.conf 2> err.txt && fail "bad mode accepted"
-grep -q "bad.conf:5: peer 'beta': mode 'fast': expected async, semi-sync or sync" err.txt ||
-	fail "unclear config error: $(cat err.txt)"
+rejected "bad mode" "bad.conf:5: peer 'beta': mode 'fast': expected async, semi-sync or sync" \
+	"unclear config error"
 sed -i 's/"fast"/"sync"/; s/^role/rol/' bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "typo accepted"
-grep -q "unknown setting 'rol'" err.txt || fail "unclear config error: $(cat err.txt)"
+rejected typo "unknown setting 'rol'" "unclear config error"
 printf 'resource = "r0"\nnode = ;\n' > bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "syntax error accepted"
-grep -q "bad.conf:2:" err.txt || fail "no line for a syntax error: $(cat err.txt)"
+rejected "syntax error" "bad.conf:2:" "no line for a syntax error"
 printf 'resource = "r0";\nnode = "alpha";\nrole = "primary";\ndevice = "/dev/null";\nregion-kb = 64;\nextent-kb = 32;\npeers = ( { name = "beta"; address = "127.0.0.1:1"; } );\n' > bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "extent smaller than a region accepted"
-grep -q "bad.conf:6: extent-kb: must be a power of 2, from region-kb" err.txt ||
-	fail "unclear extent-kb error: $(cat err.txt)"
+rejected "extent smaller than a region" "bad.conf:6: extent-kb: must be a power of 2, from region-kb" \
+	"unclear extent-kb error"
 sed -i 's/^extent-kb = 32;/record-kb = 96;/' bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "record-kb 96 accepted"
-grep -q "bad.conf:6: record-kb: must be a power of 2" err.txt || fail "unclear record-kb error: $(cat err.txt)"
+rejected "record-kb 96" "bad.conf:6: record-kb: must be a power of 2" "unclear record-kb error"
 sed -i 's/^record-kb = 96;/record-kb = 2048;/' bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "record-kb 2048 accepted"
-grep -q "bad.conf:6: record-kb" err.txt || fail "unclear record-kb range error: $(cat err.txt)"
+rejected "record-kb 2048" "bad.conf:6: record-kb" "unclear record-kb range error"
 "$REPLD" -c "$T/none.conf" 2> err.txt && fail "missing file accepted"
 grep -q "cannot read" err.txt || fail "unclear error for a missing file: $(cat err.txt)"
 pass "configuration errors name the file, the line and the problem"
