@@ -61,10 +61,7 @@ secondary gamma
 RING_MB=16 primary_config beta:async
 # it lingers until the end of the test, which reads its status throughout:
 # the writes may be over before gamma's full sync is
-"$SIM" -c alpha.conf --dev alpha.img --seed 17 --count 2500 --max-kb 32 --rate-ms 2 \
-	--linger-ms 120000 > sim.out 2>&1 &
-sim=$!
-PIDS+=($sim)
+sim_start --seed 17 --count 2500 --max-kb 32 --rate-ms 2 --linger-ms 120000
 wait_status 15 '.peers[0].connection == "Connected"' ||
 	{ cat sim.out beta.log; fail "beta (socket-activated) did not connect"; }
 grep -q "listening on 1 socket(s) from systemd" beta.log || fail "beta did not use the activated socket"
@@ -72,7 +69,7 @@ grep -q "listening on 1 socket(s) from systemd" beta.log || fail "beta did not u
 
 # --- reload: add gamma as sync, beta becomes semi-sync
 RING_MB=16 primary_config beta:semi-sync gamma:sync
-kill -HUP "$sim"
+kill -HUP "$SIM_PID"
 wait_status 10 '[.peers[] | select(.connection == "Connected")] | length == 2' ||
 	{ status alpha; fail "gamma not connected after reload"; }
 status alpha > st.json
@@ -90,7 +87,7 @@ wait_status 30 '.peers[] | select(.name == "gamma") | .disk == "UpToDate" and (.
 	fail "human status: $("$REPLCTL" -s alpha.sock status)"
 # --- reload: gamma removed
 RING_MB=16 primary_config beta:async
-kill -HUP "$sim"
+kill -HUP "$SIM_PID"
 sleep 0.5
 status alpha > st.json
 [ "$(jq '.peers | length' st.json)" = 1 ] || fail "gamma not removed by reload"
@@ -101,7 +98,7 @@ grep -q "peer gamma added by reload" sim.out && grep -q "peer gamma removed by r
 secondary delta
 wait_status 10 '.target.tail > 0' || fail "the ring never released anything"
 RING_MB=16 primary_config beta:async delta:async
-kill -HUP "$sim"
+kill -HUP "$SIM_PID"
 wait_status 10 '.peers[] | select(.name == "delta" and .connection == "Connected")' ||
 	fail "delta did not connect"
 [ "$(status alpha | jq -r '.peers[] | select(.name == "delta") | .replication')" = Inconsistent ] ||
@@ -109,7 +106,7 @@ wait_status 10 '.peers[] | select(.name == "delta" and .connection == "Connected
 grep -q "peer delta: its copy is not consistent (a new secondary): full sync" sim.out ||
 	fail "no reason logged for delta's inconsistency"
 wait_for 60 "grep -q 'in sync, lingering' sim.out" || { cat sim.out; fail "the peers did not get in sync"; }
-kill -TERM "$sim"
-wait $sim || { cat sim.out; fail "sim primary failed"; }
+kill -TERM "$SIM_PID"
+wait "$SIM_PID" || { cat sim.out; fail "sim primary failed"; }
 same_as_primary beta
 pass "socket activation; SIGHUP adds, changes and removes peers live; a late peer is Inconsistent"
