@@ -125,13 +125,7 @@ burst() {
 }
 # wait_resync_done TMO : until A reports the resync done and B UpToDate
 wait_resync_done() {
-	local i
-	for ((i = 0; ; i++)); do
-		gstatus a "$RESYNC_DONE"
-		[[ $ST == true ]] && return 0
-		((i < $1 * 2)) || { gstatus a '.peers[0]'; fail "no finished resync after $1+ s: $ST"; }
-		sleep 0.5
-	done
+	gstatus_until a "$1" "$RESYNC_DONE" || { gstatus a '.peers[0]'; fail "no finished resync after $1+ s: $ST"; }
 }
 
 # ---- setup: A primary (32 MiB ring, metadata), B secondary
