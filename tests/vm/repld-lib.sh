@@ -32,7 +32,7 @@ repld_start() {
 	wait_for 10 "ss -Htln 'sport = :7789' | grep -q ." || { cat "$_rs_l/beta.log"; fail "secondary did not listen"; }
 	"$REPLD" -c "$_rs_c/alpha.conf" > "$_rs_l/alpha.log" 2>&1 &
 	ALPHA=$!
-	wait_for "${2:-20}" "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
+	wait_for "${2:-20}" "[ \"\$(st '.peers[0].connection' 2>/dev/null)\" = Connected ]" ||
 		{ cat "$_rs_l/alpha.log" "$_rs_l/beta.log"; fail "primary did not connect"; }
 }
 
