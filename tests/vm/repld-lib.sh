@@ -55,6 +55,13 @@ repld_caught_up() {
 	done
 }
 
+# set_mode MODE TARGET_MODE : the primary's peer beta switched to MODE
+# (replctl set-mode), until the target is in TARGET_MODE (at most 5 s)
+set_mode() {
+	"$REPLCTL" set-mode r0 beta "$1"
+	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
+}
+
 # repld_stop : primary (drains), then secondary
 repld_stop() {
 	kill -TERM "$ALPHA" 2>/dev/null || true
