@@ -10,6 +10,7 @@
 #   repl_conf FILE SETTING...   write a repl.conf(5)
 #   st [-s SOCKET] [JQ]         this node's status, or one value of it
 #   same_lists A B ONLY_A ONLY_B  two sorted lists hold the same lines
+#   tmp_dir                     TMP, a directory removed when the script exits
 #
 # Source it with  . "$DMREPL_SRC_DIR/tests/lib/common.sh"  (in a guest) or
 # relative to the script.
@@ -203,6 +204,13 @@ st() {
 	else
 		"${REPLCTL:-replctl}" --json status r0
 	fi | if [ $# -gt 0 ]; then jq -r "$1"; else cat; fi
+}
+
+# tmp_dir : TMP, a new directory, removed when the script exits (the EXIT
+# trap is this one's)
+tmp_dir() {
+	TMP=$(mktemp -d)
+	trap 'rm -rf "$TMP"' EXIT
 }
 
 # same_lists A B ONLY_A ONLY_B : the sorted files A and B hold the same
