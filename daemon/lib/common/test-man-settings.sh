@@ -5,7 +5,7 @@
 # such name of the manual is in the table.
 # Usage: test-man-settings.sh PRINT-SETTINGS MAN-PAGE
 set -eu
-# tmp_dir, same_lists: tests/lib/common.sh
+# tmp_dir, same_names: tests/lib/common.sh
 # shellcheck source=tests/lib/common.sh
 . "$(dirname "$0")/../../../tests/lib/common.sh"
 dump=$1
@@ -17,8 +17,4 @@ tmp_dir
 awk 'p { print; p = 0 } /^\.(TP|TQ)$/ { p = 1 }' "$man" |
 	sed -e 's/^\.[A-Z]* //' -e 's/\\(dq//g' -e 's/"//g' |
 	grep -o '[a-z][a-z0-9-]* *=' | sed 's/ *=$//' | sort -u > "$TMP/man"
-[ -s "$TMP/table" ] || { echo "no settings from $dump" >&2; exit 1; }
-[ -s "$TMP/man" ] || { echo "no settings found in $man" >&2; exit 1; }
-same_lists "$TMP/table" "$TMP/man" "settings in the table but not in $man:" \
-	"settings in $man but not in the table:" || exit 1
-echo "$(wc -l < "$TMP/table") settings, the same in the table and in $man"
+same_names settings "$TMP/table" "the table" "$dump" "$TMP/man" "$man"
