@@ -4,23 +4,16 @@
 # ".BR primary \", \" secondary") are the verbs "replctl complete" prints.
 # Usage: test-man-verbs.sh REPLCTL MAN-PAGE
 set -eu
+# tmp_dir, same_names: tests/lib/common.sh
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../../tests/lib/common.sh"
 replctl=$1
 man=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp_dir
 
-"$replctl" complete | sort -u > "$tmp/table"
+"$replctl" complete | sort -u > "$TMP/table"
 awk '/^\.SH/ { p = ($2 == "COMMANDS") } p' "$man" |
 	awk 'p { print; p = 0 } /^\.(TP|TQ)$/ { p = 1 }' |
 	sed -e 's/^\.[A-Z]* //' -e 's/"[^"]*"/ /g' | tr ' ' '\n' |
-	grep -v '^$' | sed 's/\\-/-/g' | sort -u > "$tmp/man"
-[ -s "$tmp/table" ] || { echo "no verbs from $replctl complete" >&2; exit 1; }
-[ -s "$tmp/man" ] || { echo "no verbs found in $man" >&2; exit 1; }
-if ! cmp -s "$tmp/table" "$tmp/man"; then
-	echo "verbs in replctl's table but not in $man:" >&2
-	comm -23 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	echo "verbs in $man but not in replctl's table:" >&2
-	comm -13 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	exit 1
-fi
-echo "$(wc -l < "$tmp/table") verbs, the same in replctl's table and in $man"
+	grep -v '^$' | sed 's/\\-/-/g' | sort -u > "$TMP/man"
+same_names verbs "$TMP/table" "replctl's table" "$replctl complete" "$TMP/man" "$man"

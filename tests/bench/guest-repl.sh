@@ -72,10 +72,6 @@ repl_conf $R/alpha.conf resource=r0 node=alpha role=primary device=/dev/vda \
 	ring-size-mb=512 hold-timeout-ms=10000 initial-sync=skip state-dir=$R/state-alpha \
 	peer=beta@127.0.0.1:7789/async transport=plain-insecure
 repld_start $R
-set_mode() {
-	"$REPLCTL" set-mode r0 beta "$1"
-	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
-}
 # the first 768 MiB of primary and secondary, after a flush: yes or NO
 replica_equal() {
 	blockdev --flushbufs /dev/vda /dev/vdb

@@ -99,7 +99,7 @@ run() {
 	sleep 0.5
 	"$REPLD" -c $CONF/alpha.conf > /tmp/alpha.log 2>&1 &
 	ALPHA=$!
-	wait_for 30 "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
+	wait_for 30 "[ \"\$(st '.peers[0].connection' 2>/dev/null)\" = Connected ]" ||
 		{ cat /tmp/alpha.log /tmp/beta.log; fail "$link $tr: primary did not connect"; }
 	local t b0 b1 a0 a1 s0 s1 mbs gib
 	t=$(st '.peers[0].transport')

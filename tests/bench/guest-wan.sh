@@ -93,10 +93,6 @@ alpha_conf() {
 }
 alpha_conf
 repld_start $R 30
-set_mode() {
-	"$REPLCTL" set-mode r0 beta "$1"
-	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
-}
 # MB/s of MB megabytes over MS milliseconds
 rate() { awk -v b="$1" -v t="$2" 'BEGIN { printf "%.2f", b * 1.048576 / t * 1000 }'; }
 

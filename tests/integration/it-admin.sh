@@ -7,6 +7,13 @@
 . "$(dirname "$0")/lib.sh"
 
 # --- configuration errors
+# rejected WHAT PATTERN COMPLAINT : repld -t refuses bad.conf ("WHAT
+# accepted" if not), with an error that matches PATTERN ("COMPLAINT: the
+# error" if not)
+rejected() {
+	"$REPLD" -t -c bad.conf 2> err.txt && fail "$1 accepted"
+	grep -q "$2" err.txt || fail "$3: $(cat err.txt)"
+}
 cat > bad.conf <<'EOC'
 resource = "r0";
 node = "alpha";
@@ -14,25 +21,19 @@ role = "primary";
 device = "/dev/null";
 peers = ( { name = "beta"; address = "127.0.0.1:1"; mode = "fast"; } );
 EOC
-"$REPLD" -t -c bad.conf 2> err.txt && fail "bad mode accepted"
-grep -q "bad.conf:5: peer 'beta': mode 'fast': expected async, semi-sync or sync" err.txt ||
-	fail "unclear config error: $(cat err.txt)"
+rejected "bad mode" "bad.conf:5: peer 'beta': mode 'fast': expected async, semi-sync or sync" \
+	"unclear config error"
 sed -i 's/"fast"/"sync"/; s/^role/rol/' bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "typo accepted"
-grep -q "unknown setting 'rol'" err.txt || fail "unclear config error: $(cat err.txt)"
+rejected typo "unknown setting 'rol'" "unclear config error"
 printf 'resource = "r0"\nnode = ;\n' > bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "syntax error accepted"
-grep -q "bad.conf:2:" err.txt || fail "no line for a syntax error: $(cat err.txt)"
+rejected "syntax error" "bad.conf:2:" "no line for a syntax error"
 printf 'resource = "r0";\nnode = "alpha";\nrole = "primary";\ndevice = "/dev/null";\nregion-kb = 64;\nextent-kb = 32;\npeers = ( { name = "beta"; address = "127.0.0.1:1"; } );\n' > bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "extent smaller than a region accepted"
-grep -q "bad.conf:6: extent-kb: must be a power of 2, from region-kb" err.txt ||
-	fail "unclear extent-kb error: $(cat err.txt)"
+rejected "extent smaller than a region" "bad.conf:6: extent-kb: must be a power of 2, from region-kb" \
+	"unclear extent-kb error"
 sed -i 's/^extent-kb = 32;/record-kb = 96;/' bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "record-kb 96 accepted"
-grep -q "bad.conf:6: record-kb: must be a power of 2" err.txt || fail "unclear record-kb error: $(cat err.txt)"
+rejected "record-kb 96" "bad.conf:6: record-kb: must be a power of 2" "unclear record-kb error"
 sed -i 's/^record-kb = 96;/record-kb = 2048;/' bad.conf
-"$REPLD" -t -c bad.conf 2> err.txt && fail "record-kb 2048 accepted"
-grep -q "bad.conf:6: record-kb" err.txt || fail "unclear record-kb range error: $(cat err.txt)"
+rejected "record-kb 2048" "bad.conf:6: record-kb" "unclear record-kb range error"
 "$REPLD" -c "$T/none.conf" 2> err.txt && fail "missing file accepted"
 grep -q "cannot read" err.txt || fail "unclear error for a missing file: $(cat err.txt)"
 pass "configuration errors name the file, the line and the problem"
@@ -60,10 +61,7 @@ secondary gamma
 RING_MB=16 primary_config beta:async
 # it lingers until the end of the test, which reads its status throughout:
 # the writes may be over before gamma's full sync is
-"$SIM" -c alpha.conf --dev alpha.img --seed 17 --count 2500 --max-kb 32 --rate-ms 2 \
-	--linger-ms 120000 > sim.out 2>&1 &
-sim=$!
-PIDS+=($sim)
+sim_start --seed 17 --count 2500 --max-kb 32 --rate-ms 2 --linger-ms 120000
 wait_status 15 '.peers[0].connection == "Connected"' ||
 	{ cat sim.out beta.log; fail "beta (socket-activated) did not connect"; }
 grep -q "listening on 1 socket(s) from systemd" beta.log || fail "beta did not use the activated socket"
@@ -71,7 +69,7 @@ grep -q "listening on 1 socket(s) from systemd" beta.log || fail "beta did not u
 
 # --- reload: add gamma as sync, beta becomes semi-sync
 RING_MB=16 primary_config beta:semi-sync gamma:sync
-kill -HUP "$sim"
+kill -HUP "$SIM_PID"
 wait_status 10 '[.peers[] | select(.connection == "Connected")] | length == 2' ||
 	{ status alpha; fail "gamma not connected after reload"; }
 status alpha > st.json
@@ -89,7 +87,7 @@ wait_status 30 '.peers[] | select(.name == "gamma") | .disk == "UpToDate" and (.
 	fail "human status: $("$REPLCTL" -s alpha.sock status)"
 # --- reload: gamma removed
 RING_MB=16 primary_config beta:async
-kill -HUP "$sim"
+kill -HUP "$SIM_PID"
 sleep 0.5
 status alpha > st.json
 [ "$(jq '.peers | length' st.json)" = 1 ] || fail "gamma not removed by reload"
@@ -100,7 +98,7 @@ grep -q "peer gamma added by reload" sim.out && grep -q "peer gamma removed by r
 secondary delta
 wait_status 10 '.target.tail > 0' || fail "the ring never released anything"
 RING_MB=16 primary_config beta:async delta:async
-kill -HUP "$sim"
+kill -HUP "$SIM_PID"
 wait_status 10 '.peers[] | select(.name == "delta" and .connection == "Connected")' ||
 	fail "delta did not connect"
 [ "$(status alpha | jq -r '.peers[] | select(.name == "delta") | .replication')" = Inconsistent ] ||
@@ -108,7 +106,7 @@ wait_status 10 '.peers[] | select(.name == "delta" and .connection == "Connected
 grep -q "peer delta: its copy is not consistent (a new secondary): full sync" sim.out ||
 	fail "no reason logged for delta's inconsistency"
 wait_for 60 "grep -q 'in sync, lingering' sim.out" || { cat sim.out; fail "the peers did not get in sync"; }
-kill -TERM "$sim"
-wait $sim || { cat sim.out; fail "sim primary failed"; }
+kill -TERM "$SIM_PID"
+wait "$SIM_PID" || { cat sim.out; fail "sim primary failed"; }
 same_as_primary beta
 pass "socket activation; SIGHUP adds, changes and removes peers live; a late peer is Inconsistent"

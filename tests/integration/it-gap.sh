@@ -6,11 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 secondary beta
 RING_MB=16 primary_config beta:async
-"$SIM" -c alpha.conf --dev alpha.img --seed 16 --count 400 --max-kb 64 --gap-at 150 \
-	--rate-ms 2 > sim.out 2>&1 &
-sim=$!
-PIDS+=($sim)
-wait $sim || { cat sim.out; fail "sim primary failed"; }
+sim_start --seed 16 --count 400 --max-kb 64 --gap-at 150 --rate-ms 2
+wait "$SIM_PID" || { cat sim.out; fail "sim primary failed"; }
 grep -q "ring overflowed (GAP at record 149)" sim.out || fail "GAP not logged by the primary"
 grep -q "this copy has a hole" beta.log || fail "the secondary did not mark itself Inconsistent"
 grep -q "peer beta: bitmap resync done" sim.out || fail "no bitmap resync after the GAP"

@@ -9,6 +9,10 @@
 #   wait_for SECONDS CONDITION  until the shell CONDITION holds (1: it did not)
 #   repl_conf FILE SETTING...   write a repl.conf(5)
 #   st [-s SOCKET] [JQ]         this node's status, or one value of it
+#   same_lists A B ONLY_A ONLY_B  two sorted lists hold the same lines
+#   tmp_dir                     TMP, a directory removed when the script exits
+#   same_names KIND TABLE_LIST TABLE FROM MAN_LIST MAN
+#                               a table's names are those its manual page documents
 #
 # Source it with  . "$DMREPL_SRC_DIR/tests/lib/common.sh"  (in a guest) or
 # relative to the script.
@@ -202,4 +206,35 @@ st() {
 	else
 		"${REPLCTL:-replctl}" --json status r0
 	fi | if [ $# -gt 0 ]; then jq -r "$1"; else cat; fi
+}
+
+# tmp_dir : TMP, a new directory, removed when the script exits (the EXIT
+# trap is this one's)
+tmp_dir() {
+	TMP=$(mktemp -d)
+	trap 'rm -rf "$TMP"' EXIT
+}
+
+# same_lists A B ONLY_A ONLY_B : the sorted files A and B hold the same
+# lines (0); if not (1), on stderr the heading ONLY_A and the lines only in
+# A, then ONLY_B and the lines only in B, each indented
+same_lists() {
+	cmp -s "$1" "$2" && return 0
+	echo "$3" >&2
+	comm -23 "$1" "$2" | sed 's/^/  /' >&2
+	echo "$4" >&2
+	comm -13 "$1" "$2" | sed 's/^/  /' >&2
+	return 1
+}
+
+# same_names KIND TABLE_LIST TABLE FROM MAN_LIST MAN : the sorted names
+# (KIND, e.g. settings) of the file TABLE_LIST, those of TABLE that FROM
+# printed, and of the file MAN_LIST, those the manual page MAN documents,
+# are the same and not none, as it says on stdout; else exit 1 with what
+# is missing on either side on stderr
+same_names() {
+	[ -s "$2" ] || { echo "no $1 from $4" >&2; exit 1; }
+	[ -s "$5" ] || { echo "no $1 found in $6" >&2; exit 1; }
+	same_lists "$2" "$5" "$1 in $3 but not in $6:" "$1 in $6 but not in $3:" || exit 1
+	echo "$(wc -l < "$2") $1, the same in $3 and in $6"
 }

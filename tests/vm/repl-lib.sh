@@ -48,6 +48,17 @@ consumer_start() {
 	kill -0 "$CONSUMER" 2>/dev/null || { cat "$_cs_out.err" >&2; fail "consumer exited at once"; }
 }
 
+# repl_under_load RING_MB HOLD_MS NAME BS_MAX SIZE SECONDS : r0 in sync
+# mode over /dev/vda (a RING_MB ring, hold_timeout_ms HOLD_MS), a consumer
+# acknowledging every record into /tmp/d1.txt ($CONSUMER), and fio's checked
+# writes of fio_verify_start NAME BS_MAX SIZE SECONDS ($FIO), 2 s under way
+repl_under_load() {
+	repl_create r0 /dev/vda sync ring_size_mb "$1" hold_timeout_ms "$2"
+	consumer_start r0 /tmp/d1.txt --timeout-ms 600000
+	fio_verify_start "$3" "$4" "$5" "$6"
+	sleep 2
+}
+
 # consumer_stop : stop the background consumer (SIGTERM), ignore its status
 consumer_stop() {
 	kill -CONT "$CONSUMER" 2>/dev/null || true

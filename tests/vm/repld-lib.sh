@@ -32,7 +32,7 @@ repld_start() {
 	wait_for 10 "ss -Htln 'sport = :7789' | grep -q ." || { cat "$_rs_l/beta.log"; fail "secondary did not listen"; }
 	"$REPLD" -c "$_rs_c/alpha.conf" > "$_rs_l/alpha.log" 2>&1 &
 	ALPHA=$!
-	wait_for "${2:-20}" "$REPLCTL --json status r0 2>/dev/null | grep -q '\"connection\":\"Connected\"'" ||
+	wait_for "${2:-20}" "[ \"\$(st '.peers[0].connection' 2>/dev/null)\" = Connected ]" ||
 		{ cat "$_rs_l/alpha.log" "$_rs_l/beta.log"; fail "primary did not connect"; }
 }
 
@@ -53,6 +53,13 @@ repld_caught_up() {
 			fail "replica did not catch up: $1 ${_rc_at:-?} of $_rc_head"
 		sleep 0.2
 	done
+}
+
+# set_mode MODE TARGET_MODE : the primary's peer beta switched to MODE
+# (replctl set-mode), until the target is in TARGET_MODE (at most 5 s)
+set_mode() {
+	"$REPLCTL" set-mode r0 beta "$1"
+	wait_for 5 "[ \"\$(repl_st r0 mode)\" = $2 ]" || fail "target not $2"
 }
 
 # repld_stop : primary (drains), then secondary

@@ -62,15 +62,20 @@ same() {	# BYTES : vda and vdb equal over the first BYTES
 	blockdev --flushbufs /dev/vda /dev/vdb
 	cmp -n "$1" /dev/vda /dev/vdb
 }
+written() {	# PRIMARY PEER DM MiB SEEK MESSAGE : MiB of random data at MiB SEEK of the
+	# primary's /dev/mapper/DM, the peer in sync again, then durable there
+	# (fail MESSAGE if not in 20 s)
+	dd if=/dev/urandom of="/dev/mapper/$3" bs=1M count="$4" seek="$5" oflag=direct status=none
+	connected "$1" "$2"
+	wait_for 20 "[ \"\$(st -s $1 '.peers[0].durable')\" = \"\$(st -s $1 .target.head)\" ]" || fail "$6"
+}
 sum() { dd if="$1" bs=1M count="$3" skip="$2" status=none iflag=direct | md5sum | cut -d' ' -f1; }
 
 start beta
 start alpha
 connected alpha beta || { cat /tmp/alpha.log; fail "alpha and beta not in sync"; }
 [ "$(st -s alpha .role)" = primary ] && [ "$(st -s beta .role)" = secondary ] || fail "roles"
-dd if=/dev/urandom of=/dev/mapper/ra bs=1M count=16 oflag=direct status=none
-connected alpha beta
-wait_for 20 "[ \"\$(st -s alpha '.peers[0].durable')\" = \"\$(st -s alpha .target.head)\" ]" || fail "not durable"
+written alpha beta ra 16 0 "not durable"
 same $((32 * MiB)) || fail "replica differs"
 pass "two nodes in sync, generation $(st -s alpha .generation.current)"
 
@@ -136,9 +141,7 @@ pass "after-split-brain = discard-younger-primary: the younger primary's changes
 ctl alpha secondary r0 > /dev/null || { cat /tmp/alpha.log; fail "alpha not demoted"; }
 ctl beta primary r0 > /dev/null || { cat /tmp/beta.log; fail "beta not promoted"; }
 connected beta alpha || { cat /tmp/beta.log; fail "alpha did not join beta"; }
-dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=3 seek=30 oflag=direct status=none
-connected beta alpha
-wait_for 20 "[ \"\$(st -s beta '.peers[0].durable')\" = \"\$(st -s beta .target.head)\" ]" || fail "not durable on alpha"
+written beta alpha rb 3 30 "not durable on alpha"
 same $((48 * MiB)) || fail "alpha differs from the new primary"
 ! grep -q "full sync" /tmp/beta.log || fail "full sync on failover: $(grep -B3 'full sync' /tmp/beta.log)"
 md_role() { "$REPLCTL" --json dump-md --meta "$1" | jq -r .role; }
@@ -160,9 +163,7 @@ start alpha
 grep -q "starting as secondary, the role this node last had" /tmp/alpha.log ||
 	fail "alpha does not say why it is not what its file says"
 connected beta alpha || { cat /tmp/beta.log; fail "alpha did not rejoin beta after the restart"; }
-dd if=/dev/urandom of=/dev/mapper/rb bs=1M count=1 seek=31 oflag=direct status=none
-connected beta alpha
-wait_for 20 "[ \"\$(st -s beta '.peers[0].durable')\" = \"\$(st -s beta .target.head)\" ]" || fail "not durable on alpha"
+written beta alpha rb 1 31 "not durable on alpha"
 same $((48 * MiB)) || fail "alpha differs from beta after the restart"
 ! grep -q "full sync" /tmp/beta.log || fail "full sync after the restart: $(grep -B3 'full sync' /tmp/beta.log)"
 pass "restarted with unchanged files: beta still primary, alpha still its secondary (role files), in sync"

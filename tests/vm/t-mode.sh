@@ -6,11 +6,7 @@
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
-repl_create r0 /dev/vda sync ring_size_mb 64 hold_timeout_ms 20000
-consumer_start r0 /tmp/d1.txt --timeout-ms 600000
-cpid=$CONSUMER
-fio_verify_start switch 256k 384M 25
-sleep 2
+repl_under_load 64 20000 switch 256k 384M 25
 i=0
 while [ $i -lt 40 ]; do
 	if [ $((i % 2)) = 0 ]; then m=async; else m=sync; fi
@@ -22,7 +18,7 @@ while [ $i -lt 40 ]; do
 done
 log "40 mode switches done, head $(repl_st r0 head)"
 fio_verify_wait "during mode switches"
-kill -0 "$cpid" || fail "consumer died"
+kill -0 "$CONSUMER" || fail "consumer died"
 [ "$(repl_st r0 consumer)" = 1 ] || fail "consumer detached"
 [ "$(repl_st r0 timeouts)" = 0 ] || fail "hold timeouts while the consumer acknowledged"
 [ "$(repl_st r0 state)" = ok ] || fail "state $(repl_st r0 state)"

@@ -7,11 +7,7 @@
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
 . "$DMREPL_SRC_DIR/tests/vm/repl-lib.sh"
 
-repl_create r0 /dev/vda sync ring_size_mb 32 hold_timeout_ms 3000
-consumer_start r0 /tmp/d1.txt --timeout-ms 600000
-cpid=$CONSUMER
-fio_verify_start susp 128k 256M 40
-sleep 2
+repl_under_load 32 3000 susp 128k 256M 40
 
 # timed CMD... : run CMD with a 20 s limit, print its duration in ms
 timed() {
@@ -45,19 +41,19 @@ dmsetup resume r0
 dmsetup table r0 | grep -q " async 4 ring_size_mb 32 hold_timeout_ms 2000$" || fail "reload not applied: $(dmsetup table r0)"
 dmsetup load r0 --table "$T"
 dmsetup resume r0
-kill -0 "$cpid" || fail "consumer died during reloads"
+kill -0 "$CONSUMER" || fail "consumer died during reloads"
 [ "$(repl_st r0 consumer)" = 1 ] || fail "consumer lost its ring across reloads"
 pass "table reloads under load keep the ring and the consumer"
 
 # consumer stopped: held writes hold up suspend only until the hold timeout
-kill -STOP "$cpid"
+kill -STOP "$CONSUMER"
 sleep 1
 ms=$(timed dmsetup suspend r0)
 log "suspend with a stopped consumer: $ms ms (hold_timeout_ms 3000)"
 [ "$ms" -lt 12000 ] || fail "suspend took $ms ms"
 dmsetup resume r0
 [ "$(repl_st r0 state)" = degraded ] || fail "state $(repl_st r0 state), expected degraded"
-kill -CONT "$cpid"
+kill -CONT "$CONSUMER"
 wait_for 30 "[ \"\$(repl_st r0 state)\" = ok ]" || fail "did not recover after the consumer came back"
 fio_verify_wait "under suspend, resume and reload"
 wait_for 30 "[ \$(repl_st r0 tail) = \$(repl_st r0 head) ]" || fail "consumer did not catch up"

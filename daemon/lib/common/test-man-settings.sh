@@ -5,23 +5,16 @@
 # such name of the manual is in the table.
 # Usage: test-man-settings.sh PRINT-SETTINGS MAN-PAGE
 set -eu
+# tmp_dir, same_names: tests/lib/common.sh
+# shellcheck source=tests/lib/common.sh
+. "$(dirname "$0")/../../../tests/lib/common.sh"
 dump=$1
 man=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp_dir
 
-"$dump" | cut -f2 | sort -u > "$tmp/table"
+"$dump" | cut -f2 | sort -u > "$TMP/table"
 # the line after each .TP or .TQ, without its macro and quoting: NAME = ...
 awk 'p { print; p = 0 } /^\.(TP|TQ)$/ { p = 1 }' "$man" |
 	sed -e 's/^\.[A-Z]* //' -e 's/\\(dq//g' -e 's/"//g' |
-	grep -o '[a-z][a-z0-9-]* *=' | sed 's/ *=$//' | sort -u > "$tmp/man"
-[ -s "$tmp/table" ] || { echo "no settings from $dump" >&2; exit 1; }
-[ -s "$tmp/man" ] || { echo "no settings found in $man" >&2; exit 1; }
-if ! cmp -s "$tmp/table" "$tmp/man"; then
-	echo "settings in the table but not in $man:" >&2
-	comm -23 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	echo "settings in $man but not in the table:" >&2
-	comm -13 "$tmp/table" "$tmp/man" | sed 's/^/  /' >&2
-	exit 1
-fi
-echo "$(wc -l < "$tmp/table") settings, the same in the table and in $man"
+	grep -o '[a-z][a-z0-9-]* *=' | sed 's/ *=$//' | sort -u > "$TMP/man"
+same_names settings "$TMP/table" "the table" "$dump" "$TMP/man" "$man"

@@ -370,6 +370,21 @@ gstatus() {
 	ST=$(jq -c -r "$2" "$RUN/$1/status.json") || fail "jq '$2' on $1's status: $(cat "$RUN/$1/status.json")"
 }
 
+# gstatus_until GUEST TMO JQ [CMD] : until the jq condition JQ holds on
+# GUEST's status (gstatus: ST is "true"), a look every 0.5 s; 1 when it
+# still did not after TMO s, 2 when GUEST's command CMD (if given) ended
+# meanwhile
+gstatus_until() {
+	local i
+	for ((i = 0; ; i++)); do
+		gstatus "$1" "$3"
+		[[ $ST == true ]] && return 0
+		((i < $2 * 2)) || return 1
+		[[ -z ${4:-} ]] || grunning "$1" "$4" || return 2
+		sleep 0.5
+	done
+}
+
 # ---- QMP: pair_qmp GUEST COMMAND [ARGUMENTS-JSON] : prints the reply line,
 # succeeds on a "return"
 pair_qmp() {

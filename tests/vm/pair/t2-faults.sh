@@ -125,16 +125,11 @@ SETTLE_JQ='.target.head as $h | .target.state == "ok" and ([.peers[] | select(.c
 	and .disk == "UpToDate" and .replication == "Established" and .resync == null
 	and (.out_of_sync_regions // 0) == 0 and .durable == $h)] | length) == 2'
 settle() {
-	local i t0=$SECONDS sa sb sg
-	for ((i = 0; ; i++)); do
-		gstatus a "$SETTLE_JQ"
-		[[ $ST == true ]] && break
-		if ((i >= 240)); then
-			gstatus a '[.target.state, (.peers[] | "\(.name) \(.connection) \(.replication) \(.disk) oos=\(.out_of_sync_regions) durable=\(.durable)")] | join("; ")'
-			fault_fail "not in sync 120 s after the fault: $ST"
-		fi
-		sleep 0.5
-	done
+	local t0=$SECONDS sa sb sg
+	gstatus_until a 120 "$SETTLE_JQ" || {
+		gstatus a '[.target.state, (.peers[] | "\(.name) \(.connection) \(.replication) \(.disk) oos=\(.out_of_sync_regions) durable=\(.durable)")] | join("; ")'
+		fault_fail "not in sync 120 s after the fault: $ST"
+	}
 	grun a sum 'dd if=/dev/vda iflag=direct bs=1M status=none | md5sum | cut -d" " -f1' 120 >/dev/null || fault_fail "reading A's disk"
 	sa=$(gout a sum)
 	grun b sum 'for d in vda vdb; do dd if=/dev/$d iflag=direct bs=1M status=none | md5sum | cut -d" " -f1; done' 120 >/dev/null ||

@@ -92,16 +92,14 @@ log "STEP: resync after the reboot"
 gcmd a repld2 "conf_primary $MODE; exec repld -c \"\$CONF\""
 grun a repld2-up 'wait_for 30 "st .ok > /dev/null 2>&1"' 40 >/dev/null ||
 	{ gout a repld2 | tail -n 20; fail "A's repld did not start"; }
-for ((i = 0; ; i++)); do
-	gstatus a "$RESYNC_DONE"
-	[[ $ST == true ]] && break
-	if ((i >= 240)); then
-		gstatus a '.peers[0]'
-		fail "no finished resync 120+ s after A's repld started: $ST"
-	fi
-	grunning a repld2 || { gout a repld2 | tail -n 20; fail "A's repld exited"; }
-	sleep 0.5
-done
+gstatus_until a 120 "$RESYNC_DONE" repld2
+case $? in
+1)
+	gstatus a '.peers[0]'
+	fail "no finished resync 120+ s after A's repld started: $ST"
+	;;
+2) gout a repld2 | tail -n 20; fail "A's repld exited" ;;
+esac
 gstatus a '.peers[0] | [.connection, .disk, .replication, (.last_resync_bytes // "?")] | join(" ")'
 log "resync done: connection, disk, replication, last resync bytes: $ST"
 grep -a "unclean shutdown" "$RUN/a/dmesg-live.txt" || fail "the target did not report the unclean shutdown"

@@ -115,15 +115,17 @@ load_restart() {
 	pair_load_stop
 	pair_load_start $SEED --flush-every $FLUSH --first $((ACKED + 1)) "${rate[@]}"
 }
+# burst CMD COUNT TMO WHAT : COUNT stamp writes at full speed on A from the
+# one after write ACKED on (A's command CMD, at most TMO s; "the burst of
+# writes WHAT failed" if not); ACKED follows them
+burst() {
+	grun a "$1" "repl-stamp write /dev/mapper/r0 --seed $SEED --slots $SLOTS --first $((ACKED + 1)) --count $2 --flush-every $FLUSH" "$3" ||
+		fail "the burst of writes $4 failed"
+	ACKED=$((ACKED + $2))
+}
 # wait_resync_done TMO : until A reports the resync done and B UpToDate
 wait_resync_done() {
-	local i
-	for ((i = 0; ; i++)); do
-		gstatus a "$RESYNC_DONE"
-		[[ $ST == true ]] && return 0
-		((i < $1 * 2)) || { gstatus a '.peers[0]'; fail "no finished resync after $1+ s: $ST"; }
-		sleep 0.5
-	done
+	gstatus_until a "$1" "$RESYNC_DONE" || { gstatus a '.peers[0]'; fail "no finished resync after $1+ s: $ST"; }
 }
 
 # ---- setup: A primary (32 MiB ring, metadata), B secondary
@@ -190,9 +192,7 @@ log "ring head $head after $ACKED writes and a flush after every $FLUSH-th ($((A
 ((head == ACKED + ACKED / FLUSH && overflows == 0)) ||
 	fail "the ring does not hold one record per write and per flush: durable points cannot be mapped to writes"
 log "B's repld stopped; $BURST writes at full speed without it"
-grun a burst "repl-stamp write /dev/mapper/r0 --seed $SEED --slots $SLOTS --first $((ACKED + 1)) --count $BURST --flush-every $FLUSH" 240 ||
-	fail "the burst of writes without B failed"
-ACKED=$((ACKED + BURST))
+burst burst "$BURST" 240 "without B"
 gstatus a '[.peers[0].holds_ring, .peers[0].disk, .peers[0].out_of_sync_regions, .target.head, .target.tail] | join(" ")'
 log "after write $ACKED: A's peer holds ring, disk, out-of-sync regions, ring head, tail: $ST"
 read -r holds disk oos _ <<<"$ST"
@@ -247,9 +247,7 @@ gstatus b '.disk'
 # the resync, which gave way to the records, still runs.
 pair_load_stop
 gsignal b repld STOP
-grun a burst2 "repl-stamp write /dev/mapper/r0 --seed $SEED --slots $SLOTS --first $((ACKED + 1)) --count $BURST2 --flush-every $FLUSH" 120 ||
-	fail "the burst of writes into the full ring failed"
-ACKED=$((ACKED + BURST2))
+burst burst2 "$BURST2" 120 "into the full ring"
 gstatus a '[.target.state, .target.overflows, .target.dirty_regions, .peers[0].connection] | join(" ")'
 log "after $BURST2 writes: target state, overflows, dirty regions, B's connection: $ST"
 read -r _ overflows _ conn <<<"$ST"
