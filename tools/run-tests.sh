@@ -38,23 +38,45 @@ run() { # dir, meson test args... (a first --logbase NAME names the log)
 
 # A build that fails is one failure, and still ends with the summary line.
 build_failed() { echo "0 passed, 1 failed"; exit 1; }
+
+# A full run: the system and cluster suites' guest image and packages
+# (mkimage.sh and debs.sh keep them until what they are built from
+# changes) are made from the start, beside the builds and the first
+# tests, under the lock those suites take, so that they find them ready.
+# A failure is not counted here: the suites try again and report it.
+prep_log=$B/meson-logs/system-prep.txt
+if [ $# -eq 0 ]; then
+	mkdir -p "$B/meson-logs"
+	{ flock "$B/system.lock" "$SRC/tests/system/mkimage.sh" "$B/system/image" &&
+		flock "$B/system.lock" "$SRC/tests/system/debs.sh" "$B/system/deb"; } \
+		> "$prep_log" 2>&1 &
+	prep_pid=$!
+fi
 echo "=== gcc build (module, daemon, tests)"
 setup "$B" -Dvm_tests=enabled -Dmodule=enabled || build_failed
-echo "=== clang build"
-CC=clang setup "$B-clang" -Dvm_tests=disabled -Dmodule=disabled || build_failed
-echo "=== ASan+UBSan build"
-setup "$B-asan" -Dvm_tests=disabled -Dmodule=disabled -Db_sanitize=address,undefined -Db_lundef=false || build_failed
+# The other two builds, for the host suites of a full run, once the guest
+# chain runs: one that fails is one failure, and its suites do not run.
+build_fails=0 clang_ok="" asan_ok=""
+other_builds() {
+	echo "=== clang build"
+	CC=clang setup "$B-clang" -Dvm_tests=disabled -Dmodule=disabled && clang_ok=1 ||
+		build_fails=$((build_fails + 1))
+	echo "=== ASan+UBSan build"
+	setup "$B-asan" -Dvm_tests=disabled -Dmodule=disabled -Db_sanitize=address,undefined \
+		-Db_lundef=false && asan_ok=1 || build_fails=$((build_fails + 1))
+}
 
 if [ $# -gt 0 ]; then
 	run "$B" "$@"
 else
 	# Two chains side by side, each one test at a time.  The guest
 	# chain: the vm suite's single-guest tests, then its two-guest
-	# tests.  The host chain: the host suites (niced, each where it
-	# finds most: integration under ASan+UBSan, fuzz with clang's
-	# libFuzzer, unit everywhere, lint with gcc), the cluster suite, the
-	# system suites' image and packages, then the package and system
-	# suites.  A TCG guest keeps about 1.2 of the machine's 2 cores
+	# tests.  The host chain: the clang and ASan+UBSan builds, the host
+	# suites (niced, each where it finds most: integration under
+	# ASan+UBSan, fuzz with clang's libFuzzer, unit everywhere, lint
+	# with gcc), the cluster suite, then the package and system suites
+	# (their guest image and packages are made from the start, see
+	# above).  A TCG guest keeps about 1.2 of the machine's 2 cores
 	# busy, so one guest test and host work or a second single guest
 	# share the machine well; tests that boot two guests (t2-*,
 	# pacemaker) take $B/pair.lock, so that no more than three guests
@@ -77,25 +99,21 @@ else
 		echo "$r" > "$grc"
 	} > "$glog" 2>&1 &
 	gpid=$!
-	echo "=== host chain: host suites (nice 10), cluster, package, system"
+	echo "=== host chain: builds, host suites (nice 10), cluster, package, system"
+	other_builds
 	NICE="nice -n 10"
-	run "$B-asan" --suite unit --suite integration
+	[ -z "$asan_ok" ] || run "$B-asan" --suite unit --suite integration
 	FUZZ_TIME=${FUZZ_TIME:-20}
 	export FUZZ_TIME
-	run "$B-clang" --suite unit --suite fuzz
+	[ -z "$clang_ok" ] || run "$B-clang" --suite unit --suite fuzz
 	run "$B" --no-suite integration --no-suite vm --no-suite package \
 		--no-suite system --no-suite cluster
 	NICE="" LOCK="flock $B/pair.lock"
 	run "$B" --logbase testlog-cluster --suite cluster
 	LOCK=""
-	# The system suites' guest image and packages (mkimage.sh and
-	# debs.sh keep them until what they are built from changes), under
-	# the lock those suites take.  A failure is not counted here: the
-	# suites try again and report it.
-	echo "=== the system suites' image and packages"
-	{ flock "$B/system.lock" "$SRC/tests/system/mkimage.sh" "$B/system/image" &&
-		flock "$B/system.lock" "$SRC/tests/system/debs.sh" "$B/system/deb"; } ||
-		echo "=== not ready: the system suite builds them"
+	echo "=== the system suites' image and packages, made beside the builds:"
+	wait "$prep_pid" || echo "=== not ready: the system suites built them"
+	cat "$prep_log"
 	run "$B" --logbase testlog-system --suite package --suite system
 	echo "=== guest chain: waiting for it"
 	wait "$gpid" || true
@@ -125,6 +143,6 @@ summary=$(cat $logs 2>/dev/null | jq -rs '
 	| "\($p) \($f) \($s)"') || summary="0 1 0"
 set -- $summary
 [ "$3" = 0 ] || echo "$3 skipped"
-echo "$1 passed, $2 failed"
-[ "$2" = 0 ] || rc=1
+echo "$1 passed, $(($2 + build_fails)) failed"
+[ "$(($2 + build_fails))" = 0 ] || rc=1
 exit $rc
