@@ -76,13 +76,8 @@ static int send_hello(int fd, uint32_t version, const char *n, const char *res,
 		      Dmrepl__V1__Role role, uint64_t sec)
 {
 	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(version, n, res, role, sec);
 
-	h.protocol_version = version;
-	h.node = (char *)n;
-	h.resource = (char *)res;
-	h.role = role;
-	h.device_sectors = sec;
 	h.stream_id = 0x5ca1ab1e;
 	f.msg_case = DMREPL__V1__FRAME__MSG_HELLO;
 	f.hello = &h;

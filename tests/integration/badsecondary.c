@@ -42,6 +42,7 @@
 
 #include "config.h"
 #include "wire.h"
+#include "wire-raw.h"
 
 #include "tool.h"
 
@@ -148,14 +149,10 @@ static int wait_verdict(struct peer *p, int ms)
 
 static int send_hello(struct peer *p, bool claim, uint64_t resume)
 {
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(1, node, "r0", DMREPL__V1__ROLE__ROLE_SECONDARY,
+					     p->sectors);
 	uint8_t b[1024];
 
-	h.protocol_version = 1;
-	h.node = (char *)node;
-	h.resource = (char *)"r0";
-	h.role = DMREPL__V1__ROLE__ROLE_SECONDARY;
-	h.device_sectors = p->sectors;
 	if (claim) {
 		h.stream_id = p->stream_id;
 		h.resume_seq = resume;
