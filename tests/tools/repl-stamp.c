@@ -172,45 +172,17 @@ static int dev_open(const struct opts *o, int flags, uint64_t *ret_size)
 	uint64_t size;
 	int fd;
 
-	fd = open(o->dev, flags | O_DIRECT | O_CLOEXEC);
-	if (fd < 0 && errno == EINVAL) {
-		/* tmpfs has no O_DIRECT: fine for a regular file (checked below) */
-		fd = open(o->dev, flags | O_CLOEXEC);
-		flags = -1;
-	}
-	if (fd < 0) {
-		errmsg("open %s: %s", o->dev, strerror(errno));
+	fd = dev_open_direct(o->dev, flags, &st, &size);
+	if (fd < 0)
 		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		errmsg("stat %s: %s", o->dev, strerror(errno));
-		goto fail;
-	}
-	if (S_ISBLK(st.st_mode)) {
-		if (flags == -1) {
-			errmsg("open %s: O_DIRECT refused", o->dev);
-			goto fail;
-		}
-		if (ioctl(fd, BLKGETSIZE64, &size) < 0) {
-			errmsg("%s: BLKGETSIZE64: %s", o->dev, strerror(errno));
-			goto fail;
-		}
-	} else if (S_ISREG(st.st_mode)) {
-		size = (uint64_t)st.st_size;
-	} else {
-		errmsg("%s: not a block device or regular file", o->dev);
-		goto fail;
-	}
 	if (o->slots > size / BLOCK) {
 		errmsg("%s: %" PRIu64 " slots of 4 KiB need %" PRIu64 " bytes, it has %" PRIu64,
 		       o->dev, o->slots, o->slots * BLOCK, size);
-		goto fail;
+		close(fd);
+		return -1;
 	}
 	*ret_size = size;
 	return fd;
-fail:
-	close(fd);
-	return -1;
 }
 
 static void *block_alloc(size_t len)
