@@ -196,23 +196,37 @@ static void *block_alloc(size_t len)
 	return p;
 }
 
-/* read blocks [first, first + n) completely */
-static int read_blocks(int fd, const struct opts *o, void *buf, uint64_t first, uint64_t n)
+/*
+ * len bytes at *pos read into buf, or written from it, completely: NULL,
+ * or why not (*pos: where it stopped).
+ */
+static const char *block_rw(int fd, void *buf, size_t len, uint64_t *pos, bool wr)
 {
-	size_t done = 0, len = n * BLOCK;
+	char *p = buf, *end = p + len;
 
-	while (done < len) {
-		ssize_t r = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(first * BLOCK + done));
+	while (p < end) {
+		ssize_t r = wr ? pwrite(fd, p, (size_t)(end - p), (off_t)*pos) :
+				 pread(fd, p, (size_t)(end - p), (off_t)*pos);
 
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0) {
-			errmsg("read %s at %" PRIu64 ": %s", o->dev, first * BLOCK + done,
-			       r < 0 ? strerror(errno) : "short read");
-			return -1;
-		}
-		done += (size_t)r;
+		if (r <= 0)
+			return r < 0 ? strerror(errno) : wr ? "short write" : "short read";
+		p += r;
+		*pos += (uint64_t)r;
+	}
+	return NULL;
+}
+
+/* read blocks [first, first + n) completely */
+static int read_blocks(int fd, const struct opts *o, void *buf, uint64_t first, uint64_t n)
+{
+	uint64_t pos = first * BLOCK;
+	const char *why = block_rw(fd, buf, n * BLOCK, &pos, false);
+
+	if (why) {
+		errmsg("read %s at %" PRIu64 ": %s", o->dev, pos, why);
+		return -1;
 	}
 	return 0;
 }
@@ -274,8 +288,8 @@ static int write_run(const struct opts *o)
 		goto out;
 	t0 = now_s();
 	while (!stop && (!o->count || done < o->count)) {
-		uint64_t slot = stamp_slot(o->seed, o->slots, i);
-		size_t off = 0;
+		uint64_t slot = stamp_slot(o->seed, o->slots, i), pos = slot * BLOCK;
+		const char *why;
 
 		if (o->rate) {
 			double due = t0 + (double)done / (double)o->rate;
@@ -290,19 +304,11 @@ static int write_run(const struct opts *o)
 			}
 		}
 		stamp_fill(w, o->seed, o->slots, i, slot);
-		while (off < BLOCK) {
-			ssize_t r = pwrite(fd, (char *)w + off, BLOCK - off,
-					   (off_t)(slot * BLOCK + off));
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0) {
-				errmsg("write %" PRIu64 " (slot %" PRIu64 ") to %s: %s", i, slot, o->dev,
-				       r < 0 ? strerror(errno) : "short write");
-				ack_publish(o->ack_file, i - 1);
-				goto out;
-			}
-			off += (size_t)r;
+		why = block_rw(fd, w, BLOCK, &pos, true);
+		if (why) {
+			errmsg("write %" PRIu64 " (slot %" PRIu64 ") to %s: %s", i, slot, o->dev, why);
+			ack_publish(o->ack_file, i - 1);
+			goto out;
 		}
 		if (o->flush_every && i % o->flush_every == 0 && fdatasync(fd) < 0) {
 			errmsg("fdatasync %s after write %" PRIu64 ": %s", o->dev, i, strerror(errno));
