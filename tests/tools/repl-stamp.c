@@ -231,6 +231,33 @@ static int read_blocks(int fd, const struct opts *o, void *buf, uint64_t first, 
 	return 0;
 }
 
+/* The device's blocks slot by slot, read READ_BLOCKS at a time into buf. */
+struct slot_reader {
+	int fd;
+	const struct opts *o;
+	uint64_t *buf;
+	uint64_t next;		/* the next slot */
+	uint64_t first, n;	/* the slots in buf */
+	bool failed;		/* a read failed (said) */
+};
+
+/* The block of the next slot, its number in *slot; NULL after the last or a failed read. */
+static const uint64_t *slot_next(struct slot_reader *r, uint64_t *slot)
+{
+	if (r->next == r->o->slots)
+		return NULL;
+	if (r->next == r->first + r->n) {
+		r->first = r->next;
+		r->n = r->o->slots - r->first < READ_BLOCKS ? r->o->slots - r->first : READ_BLOCKS;
+		if (read_blocks(r->fd, r->o, r->buf, r->first, r->n) < 0) {
+			r->failed = true;
+			return NULL;
+		}
+	}
+	*slot = r->next++;
+	return r->buf + (*slot - r->first) * (BLOCK / 8);
+}
+
 /* ---- write ------------------------------------------------------------------- */
 
 static int ack_publish(const char *path, uint64_t i)
@@ -341,72 +368,63 @@ out:
 /* The largest write number with a valid block on the device, or -1 on error. */
 static int64_t find_last(int fd, const struct opts *o)
 {
-	uint64_t *buf = block_alloc(READ_BLOCKS * BLOCK), k = 0, s, n, b;
+	struct slot_reader rd = { .fd = fd, .o = o, .buf = block_alloc(READ_BLOCKS * BLOCK) };
+	const uint64_t *w;
+	uint64_t k = 0, slot;
 
-	if (!buf)
+	if (!rd.buf)
 		return -1;
-	for (s = 0; s < o->slots; s += n) {
-		n = o->slots - s < READ_BLOCKS ? o->slots - s : READ_BLOCKS;
-		if (read_blocks(fd, o, buf, s, n) < 0) {
-			free(buf);
-			return -1;
-		}
-		for (b = 0; b < n; b++) {
-			uint64_t i = stamp_valid(buf + b * (BLOCK / 8), o, s + b);
+	while ((w = slot_next(&rd, &slot))) {
+		uint64_t i = stamp_valid(w, o, slot);
 
-			if (i > k)
-				k = i;
-		}
+		if (i > k)
+			k = i;
 	}
-	free(buf);
-	return (int64_t)k;
+	free(rd.buf);
+	return rd.failed ? -1 : (int64_t)k;
 }
 
 /* Compare the device with the state after writes 1..upto. */
 static int check_state(int fd, const struct opts *o, uint64_t upto)
 {
-	uint64_t *last, *buf, *exp, s, n, b, bad = 0, zero = 0, i;
+	struct slot_reader rd = { .fd = fd, .o = o, .buf = block_alloc(READ_BLOCKS * BLOCK) };
+	uint64_t *last, *exp, slot, bad = 0, zero = 0, i;
+	const uint64_t *w;
 	int ret = 1;
 
 	last = calloc(o->slots, sizeof(*last));
-	buf = block_alloc(READ_BLOCKS * BLOCK);
 	exp = block_alloc(BLOCK);
-	if (!last || !buf || !exp) {
+	if (!last || !rd.buf || !exp) {
 		errmsg("out of memory");
 		goto out;
 	}
 	for (i = 1; i <= upto; i++)
 		last[stamp_slot(o->seed, o->slots, i)] = i;
 	memset(exp, 0, BLOCK);
-	for (s = 0; s < o->slots; s += n) {
-		n = o->slots - s < READ_BLOCKS ? o->slots - s : READ_BLOCKS;
-		if (read_blocks(fd, o, buf, s, n) < 0)
-			goto out;
-		for (b = 0; b < n; b++) {
-			const uint64_t *w = buf + b * (BLOCK / 8);
-			uint64_t slot = s + b;
-			char found[160];
+	while ((w = slot_next(&rd, &slot))) {
+		char found[160];
 
-			if (last[slot])
-				stamp_fill(exp, o->seed, o->slots, last[slot], slot);
-			else
-				zero++;
-			if (memcmp(w, exp, BLOCK)) {
-				if (++bad <= MAX_REPORT) {
-					block_describe(w, o, slot, found, sizeof(found));
-					if (last[slot])
-						errmsg("slot %" PRIu64 " (offset %" PRIu64 "): expected write %"
-						       PRIu64 ", found %s", slot, slot * BLOCK, last[slot], found);
-					else
-						errmsg("slot %" PRIu64 " (offset %" PRIu64
-						       "): expected zeroes (never written), found %s",
-						       slot, slot * BLOCK, found);
-				}
+		if (last[slot])
+			stamp_fill(exp, o->seed, o->slots, last[slot], slot);
+		else
+			zero++;
+		if (memcmp(w, exp, BLOCK)) {
+			if (++bad <= MAX_REPORT) {
+				block_describe(w, o, slot, found, sizeof(found));
+				if (last[slot])
+					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): expected write %"
+					       PRIu64 ", found %s", slot, slot * BLOCK, last[slot], found);
+				else
+					errmsg("slot %" PRIu64 " (offset %" PRIu64
+					       "): expected zeroes (never written), found %s",
+					       slot, slot * BLOCK, found);
 			}
-			if (last[slot])
-				memset(exp, 0, BLOCK);
 		}
+		if (last[slot])
+			memset(exp, 0, BLOCK);
 	}
+	if (rd.failed)
+		goto out;
 	if (bad) {
 		errmsg("%s is NOT the state after writes 1..%" PRIu64 ": %" PRIu64 " of %" PRIu64
 		       " slots differ", o->dev, upto, bad, o->slots);
@@ -417,7 +435,7 @@ static int check_state(int fd, const struct opts *o, uint64_t upto)
 	ret = 0;
 out:
 	free(last);
-	free(buf);
+	free(rd.buf);
 	free(exp);
 	return ret;
 }
@@ -456,8 +474,10 @@ out:
  */
 static int crash_run(const struct opts *o)
 {
-	uint64_t *found, *last, *buf = NULL, size, s, n, b, i, k = 0, f = 0, bound, bad = 0,
-		 beyond = 0, missing = 0;
+	uint64_t *found, *last, size, s, slot, i, k = 0, f = 0, bound, bad = 0, beyond = 0,
+		 missing = 0;
+	struct slot_reader rd = { .o = o };
+	const uint64_t *w;
 	int fd, ret = 1;
 
 	fd = dev_open(o, O_RDONLY, &size);
@@ -465,41 +485,38 @@ static int crash_run(const struct opts *o)
 		return 1;
 	found = calloc(o->slots, sizeof(*found));
 	last = calloc(o->slots, sizeof(*last));
-	buf = block_alloc(READ_BLOCKS * BLOCK);
-	if (!found || !last || !buf) {
+	rd.fd = fd;
+	rd.buf = block_alloc(READ_BLOCKS * BLOCK);
+	if (!found || !last || !rd.buf) {
 		errmsg("out of memory");
 		goto out;
 	}
 	/* what each slot holds */
-	for (s = 0; s < o->slots; s += n) {
-		n = o->slots - s < READ_BLOCKS ? o->slots - s : READ_BLOCKS;
-		if (read_blocks(fd, o, buf, s, n) < 0)
-			goto out;
-		for (b = 0; b < n; b++) {
-			const uint64_t *w = buf + b * (BLOCK / 8);
-			uint64_t slot = s + b, j = stamp_valid(w, o, slot);
-			char what[160];
+	while ((w = slot_next(&rd, &slot))) {
+		uint64_t j = stamp_valid(w, o, slot);
+		char what[160];
 
-			if (j && stamp_slot(o->seed, o->slots, j) != slot) {
-				if (++bad <= MAX_REPORT)
-					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): write %" PRIu64
-					       " of slot %" PRIu64 " found here", slot, slot * BLOCK, j,
-					       stamp_slot(o->seed, o->slots, j));
-				continue;
-			}
-			if (!j && !block_zero(w)) {
-				if (++bad <= MAX_REPORT) {
-					block_describe(w, o, slot, what, sizeof(what));
-					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): found %s", slot,
-					       slot * BLOCK, what);
-				}
-				continue;
-			}
-			found[slot] = j;
-			if (j > k)
-				k = j;
+		if (j && stamp_slot(o->seed, o->slots, j) != slot) {
+			if (++bad <= MAX_REPORT)
+				errmsg("slot %" PRIu64 " (offset %" PRIu64 "): write %" PRIu64
+				       " of slot %" PRIu64 " found here", slot, slot * BLOCK, j,
+				       stamp_slot(o->seed, o->slots, j));
+			continue;
 		}
+		if (!j && !block_zero(w)) {
+			if (++bad <= MAX_REPORT) {
+				block_describe(w, o, slot, what, sizeof(what));
+				errmsg("slot %" PRIu64 " (offset %" PRIu64 "): found %s", slot,
+				       slot * BLOCK, what);
+			}
+			continue;
+		}
+		found[slot] = j;
+		if (j > k)
+			k = j;
 	}
+	if (rd.failed)
+		goto out;
 	/* write k came after the flush that followed write f */
 	if (o->flush_every && k)
 		f = (k - 1) / o->flush_every * o->flush_every;
@@ -539,7 +556,7 @@ static int crash_run(const struct opts *o)
 out:
 	free(found);
 	free(last);
-	free(buf);
+	free(rd.buf);
 	close(fd);
 	return ret;
 }
