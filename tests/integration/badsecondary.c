@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "tcp.h"
 #include "wire.h"
 #include "wire-raw.h"
 
@@ -60,21 +61,9 @@ static void *payload_buf(void *ctx, const Dmrepl__V1__Data *d)
 static int listen_on(const char *hostport)
 {
 	struct config_addr a;
-	int fd, one = 1, r;
+	int r = config_addr_parse(hostport, false, &a);
 
-	r = config_addr_parse(hostport, false, &a);
-	if (r < 0)
-		return r;
-	fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&a.sa, a.len) < 0 || listen(fd, 4) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
+	return r < 0 ? r : tcp_listen(&a, 4);
 }
 
 static int send_buf(int fd, const uint8_t *b, ssize_t n)
