@@ -57,6 +57,10 @@ struct ctl_command {
 	bool subscribe;
 };
 
+/* The refusals of the commands that are the other role's */
+#define CTL_REFUSE_NO_PEERS	"this node is a secondary: peers are managed on the primary"
+#define CTL_REFUSE_DISCARD	"discard-my-data is for a secondary: make this node secondary first"
+
 /*
  * The events state as one line of JSON (events.h), malloc()ed, or NULL;
  * statistics: with the progress counters.

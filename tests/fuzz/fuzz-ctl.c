@@ -138,19 +138,17 @@ static const struct ctl_command primary_commands[] = {
 	{ .name = "disconnect", .fn = stub_connect },
 	{ .name = "resync", .fn = stub_resync },
 	{ .name = "verify", .fn = stub_resync },
-	{ .name = "discard-my-data", .refuse = "discard-my-data is for a secondary: make this node secondary first" },
+	{ .name = "discard-my-data", .refuse = CTL_REFUSE_DISCARD },
 	{ .name = NULL },
 };
 
-#define NO_PEERS "this node is a secondary: peers are managed on the primary"
-
 static const struct ctl_command secondary_commands[] = {
 	{ .name = "discard-my-data", .fn = stub_discard },
-	{ .name = "set-mode", .refuse = NO_PEERS },
-	{ .name = "connect", .refuse = NO_PEERS },
-	{ .name = "disconnect", .refuse = NO_PEERS },
-	{ .name = "resync", .refuse = NO_PEERS },
-	{ .name = "verify", .refuse = NO_PEERS },
+	{ .name = "set-mode", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "connect", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "disconnect", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "resync", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "verify", .refuse = CTL_REFUSE_NO_PEERS },
 	{ .name = NULL },
 };
 

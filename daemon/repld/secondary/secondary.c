@@ -293,15 +293,13 @@ static int secondary_cmd_discard(void *ctx, struct json_object *req, char *err, 
 	return 0;
 }
 
-#define SECONDARY_NO_PEERS "this node is a secondary: peers are managed on the primary"
-
 static const struct ctl_command secondary_commands[] = {
 	{ .name = "discard-my-data", .fn = secondary_cmd_discard },
-	{ .name = "set-mode", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "connect", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "disconnect", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "resync", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "verify", .refuse = SECONDARY_NO_PEERS },
+	{ .name = "set-mode", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "connect", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "disconnect", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "resync", .refuse = CTL_REFUSE_NO_PEERS },
+	{ .name = "verify", .refuse = CTL_REFUSE_NO_PEERS },
 	{ .name = NULL },
 };
 
