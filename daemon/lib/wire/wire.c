@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,66 +285,47 @@ static int error_check(const Dmrepl__V1__Error *e, char *reason, size_t rlen)
 	return 0;
 }
 
+/* protobuf-c puts the oneof's messages in a union: one pointer, whichever is set */
+_Static_assert(offsetof(Dmrepl__V1__Frame, hello) == offsetof(Dmrepl__V1__Frame, peer_bitmap),
+	       "the Frame's messages share one pointer");
+
 int wire_frame_check(const Dmrepl__V1__Frame *f, char *reason,
 		     size_t reason_len)
 {
+	if (f->msg_case == DMREPL__V1__FRAME__MSG__NOT_SET)
+		return fail(reason, reason_len, -EPROTO,
+			    "Frame carries no message");
+	if ((unsigned int)f->msg_case > DMREPL__V1__FRAME__MSG_PEER_BITMAP)
+		return fail(reason, reason_len, -EPROTO,
+			    "Frame message %d unknown", (int)f->msg_case);
+	if (!f->hello)
+		return fail(reason, reason_len, -EPROTO, "Frame message %d is NULL",
+			    (int)f->msg_case);
 	switch (f->msg_case) {
 	case DMREPL__V1__FRAME__MSG_HELLO:
-		if (!f->hello)
-			break;
 		return hello_check(f->hello, reason, reason_len);
 	case DMREPL__V1__FRAME__MSG_DATA:
-		if (!f->data)
-			break;
 		return data_check(f->data, reason, reason_len);
 	case DMREPL__V1__FRAME__MSG_ACK:
-		if (!f->ack)
-			break;
 		return ack_check(f->ack, reason, reason_len);
 	case DMREPL__V1__FRAME__MSG_SET_MODE:
-		if (!f->set_mode)
-			break;
 		if ((int)f->set_mode->mode < DMREPL__V1__MODE__MODE_ASYNC ||
 		    (int)f->set_mode->mode > DMREPL__V1__MODE__MODE_SYNC)
 			return fail(reason, reason_len, -EPROTO,
 				    "SetMode mode %d unknown",
 				    (int)f->set_mode->mode);
 		return 0;
-	case DMREPL__V1__FRAME__MSG_KEEPALIVE:
-		if (!f->keepalive)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_ERROR:
-		if (!f->error)
-			break;
 		return error_check(f->error, reason, reason_len);
-	case DMREPL__V1__FRAME__MSG_RESYNC_BEGIN:
-		if (!f->resync_begin)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_HASH_REQUEST:
-		if (!f->hash_request)
-			break;
 		return hash_request_check(f->hash_request, reason, reason_len);
-	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSH:
-		if (!f->resync_flush)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_HASH_REPLY:
-		if (!f->hash_reply)
-			break;
 		if (!f->hash_reply->n_hash || f->hash_reply->n_hash > WIRE_MAX_HASHES)
 			return fail(reason, reason_len, -EPROTO,
 				    "HashReply with %zu hashes (1..%u)",
 				    f->hash_reply->n_hash, WIRE_MAX_HASHES);
 		return 0;
-	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED:
-		if (!f->resync_flushed)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_PEER_BITMAP:
-		if (!f->peer_bitmap)
-			break;
 		if (f->peer_bitmap->bits.len > WIRE_MAX_BITMAP ||
 		    f->peer_bitmap->region_shift < 12 || f->peer_bitmap->region_shift > 30 ||
 		    f->peer_bitmap->first_region > (UINT64_MAX >> 4))
@@ -351,15 +333,10 @@ int wire_frame_check(const Dmrepl__V1__Frame *f, char *reason,
 				    "PeerBitmap of %zu bytes, region shift %" PRIu32,
 				    f->peer_bitmap->bits.len, f->peer_bitmap->region_shift);
 		return 0;
-	case DMREPL__V1__FRAME__MSG__NOT_SET:
-		return fail(reason, reason_len, -EPROTO,
-			    "Frame carries no message");
 	default:
-		return fail(reason, reason_len, -EPROTO,
-			    "Frame message %d unknown", (int)f->msg_case);
+		/* Keepalive, ResyncBegin, ResyncFlush, ResyncFlushed: any values */
+		return 0;
 	}
-	return fail(reason, reason_len, -EPROTO, "Frame message %d is NULL",
-		    (int)f->msg_case);
 }
 
 int wire_check_extent(const Dmrepl__V1__Data *d, uint64_t dev_sectors)
