@@ -138,17 +138,13 @@ static const struct ctl_command primary_commands[] = {
 	{ .name = "disconnect", .fn = stub_connect },
 	{ .name = "resync", .fn = stub_resync },
 	{ .name = "verify", .fn = stub_resync },
-	{ .name = "discard-my-data", .refuse = CTL_REFUSE_DISCARD },
+	CTL_PRIMARY_REFUSALS,
 	{ .name = NULL },
 };
 
 static const struct ctl_command secondary_commands[] = {
 	{ .name = "discard-my-data", .fn = stub_discard },
-	{ .name = "set-mode", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "connect", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "disconnect", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "resync", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "verify", .refuse = CTL_REFUSE_NO_PEERS },
+	CTL_SECONDARY_REFUSALS,
 	{ .name = NULL },
 };
 

@@ -156,7 +156,7 @@ const struct ctl_command admin_commands[] = {
 	{ .name = "disconnect", .fn = admin_cmd_connect },
 	{ .name = "resync", .fn = admin_cmd_resync },
 	{ .name = "verify", .fn = admin_cmd_resync },
-	{ .name = "discard-my-data", .refuse = CTL_REFUSE_DISCARD },
+	CTL_PRIMARY_REFUSALS,
 	{ .name = NULL },
 };
 

@@ -295,11 +295,7 @@ static int secondary_cmd_discard(void *ctx, struct json_object *req, char *err, 
 
 static const struct ctl_command secondary_commands[] = {
 	{ .name = "discard-my-data", .fn = secondary_cmd_discard },
-	{ .name = "set-mode", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "connect", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "disconnect", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "resync", .refuse = CTL_REFUSE_NO_PEERS },
-	{ .name = "verify", .refuse = CTL_REFUSE_NO_PEERS },
+	CTL_SECONDARY_REFUSALS,
 	{ .name = NULL },
 };
 
