@@ -178,21 +178,32 @@ int client_all_resources(char ***ret, int *nr)
 	}
 	while ((de = readdir(d))) {
 		size_t l = strlen(de->d_name);
-		char **nv;
+		char *name;
 
 		if (l < 6 || strcmp(de->d_name + l - 5, ".sock"))
 			continue;
-		nv = realloc(v, sizeof(*v) * (size_t)(n + 1));
-		if (!nv)
+		name = strndup(de->d_name, l - 5);
+		if (!name)
+			continue;
+		if (client_names_add(&v, &n, name) < 0) {
+			free(name);
 			break;
-		v = nv;
-		v[n] = strndup(de->d_name, l - 5);
-		if (v[n])
-			n++;
+		}
 	}
 	closedir(d);
 	*ret = v;
 	*nr = n;
+	return 0;
+}
+
+int client_names_add(char ***v, int *n, char *name)
+{
+	char **nv = realloc(*v, sizeof(**v) * (size_t)(*n + 1));
+
+	if (!nv)
+		return -ENOMEM;
+	nv[(*n)++] = name;
+	*v = nv;
 	return 0;
 }
 

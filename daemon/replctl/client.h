@@ -52,6 +52,8 @@ uint64_t client_u64(struct json_object *o, const char *k);
 void client_human_bytes(uint64_t b, char *buf, size_t len);
 /* The resources with a control socket here, malloc()ed names. */
 int client_all_resources(char ***ret, int *nr);
+/* name appended to the array *v of *n names: 0, or -ENOMEM (*v and *n as they were). */
+int client_names_add(char ***v, int *n, char *name);
 /* "512M", "2T", "1073741824": bytes */
 int client_parse_size(const char *s, uint64_t *ret);
 /* The peer's entry in a status reply, or NULL. */

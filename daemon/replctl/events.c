@@ -254,15 +254,9 @@ static int ev_args(int argc, char **argv, char ***ret, int *ret_n, bool *now, bo
 		} else if (argv[i][0] == '-') {
 			free(names);
 			return -CLIENT_EUSAGE;
-		} else {
-			char **nv = realloc(names, sizeof(*names) * (size_t)(n + 1));
-
-			if (!nv) {
-				free(names);
-				return -ENOMEM;
-			}
-			names = nv;
-			names[n++] = strdup(argv[i]);
+		} else if (client_names_add(&names, &n, strdup(argv[i])) < 0) {
+			free(names);
+			return -ENOMEM;
 		}
 	}
 	if (!n)

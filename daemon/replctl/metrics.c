@@ -297,15 +297,9 @@ int metrics_cmd(const struct client_opts *opt, int argc, char **argv)
 		} else if (argv[i][0] == '-') {
 			free(names);
 			return -CLIENT_EUSAGE;
-		} else {
-			char **nv = realloc(names, sizeof(*names) * (size_t)(n + 1));
-
-			if (!nv) {
-				free(names);
-				return -ENOMEM;
-			}
-			names = nv;
-			names[n++] = argv[i];
+		} else if (client_names_add(&names, &n, argv[i]) < 0) {
+			free(names);
+			return -ENOMEM;
 		}
 	}
 	if (sock && n != 1) {

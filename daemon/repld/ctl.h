@@ -57,6 +57,18 @@ struct ctl_command {
 	bool subscribe;
 };
 
+/* The entries of a primary's and of a secondary's table for the other role's commands */
+#define CTL_PRIMARY_REFUSALS \
+	{ .name = "discard-my-data", \
+	  .refuse = "discard-my-data is for a secondary: make this node secondary first" }
+#define CTL_REFUSE_NO_PEERS	"this node is a secondary: peers are managed on the primary"
+#define CTL_SECONDARY_REFUSALS \
+	{ .name = "set-mode", .refuse = CTL_REFUSE_NO_PEERS }, \
+	{ .name = "connect", .refuse = CTL_REFUSE_NO_PEERS }, \
+	{ .name = "disconnect", .refuse = CTL_REFUSE_NO_PEERS }, \
+	{ .name = "resync", .refuse = CTL_REFUSE_NO_PEERS }, \
+	{ .name = "verify", .refuse = CTL_REFUSE_NO_PEERS }
+
 /*
  * The events state as one line of JSON (events.h), malloc()ed, or NULL;
  * statistics: with the progress counters.

@@ -42,17 +42,14 @@
 
 const char *peer_state_name(enum peer_state s)
 {
-	switch (s) {
-	case PEER_DOWN:
-		return "Connecting";	/* drbdadm's word for "trying" */
-	case PEER_CONNECTING:
-		return "Connecting";
-	case PEER_HANDSHAKE:
-		return "Handshake";
-	case PEER_UP:
-		return "Connected";
-	}
-	return "?";
+	static const char *const names[] = {
+		[PEER_DOWN] = "Connecting",	/* drbdadm's word for "trying" */
+		[PEER_CONNECTING] = "Connecting",
+		[PEER_HANDSHAKE] = "Handshake",
+		[PEER_UP] = "Connected",
+	};
+
+	return NAME_OF(names, s);
 }
 
 static struct peer_entry *peer_entry(struct peer *p, uint64_t i)

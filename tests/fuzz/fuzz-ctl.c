@@ -138,19 +138,13 @@ static const struct ctl_command primary_commands[] = {
 	{ .name = "disconnect", .fn = stub_connect },
 	{ .name = "resync", .fn = stub_resync },
 	{ .name = "verify", .fn = stub_resync },
-	{ .name = "discard-my-data", .refuse = "discard-my-data is for a secondary: make this node secondary first" },
+	CTL_PRIMARY_REFUSALS,
 	{ .name = NULL },
 };
 
-#define NO_PEERS "this node is a secondary: peers are managed on the primary"
-
 static const struct ctl_command secondary_commands[] = {
 	{ .name = "discard-my-data", .fn = stub_discard },
-	{ .name = "set-mode", .refuse = NO_PEERS },
-	{ .name = "connect", .refuse = NO_PEERS },
-	{ .name = "disconnect", .refuse = NO_PEERS },
-	{ .name = "resync", .refuse = NO_PEERS },
-	{ .name = "verify", .refuse = NO_PEERS },
+	CTL_SECONDARY_REFUSALS,
 	{ .name = NULL },
 };
 

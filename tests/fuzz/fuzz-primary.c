@@ -32,17 +32,8 @@
 
 static struct {
 	struct fuzz_files files;
-	struct config *cfg;
 	bool sync;
 } fz;
-
-static void fuzz_cleanup(void)
-{
-	fuzz_aio_cleanup();
-	config_free(fz.cfg);
-	fuzz_clear_dir(fz.files.state, true);
-	fuzz_clear_dir(fz.files.dir, true);
-}
 
 static int kernel_set_mode(void *ctx, bool sync)
 {
@@ -62,25 +53,14 @@ static const struct manager_kernel_ops kernel_ops = {
 
 static void setup(void)
 {
-	char err[512];
-	FILE *f;
-
 	fuzz_files_make(&fz.files, "fuzz-primary", "alpha");
 	/* beta's address: the role's own connect() is refused, then replaced */
-	f = fopen(fz.files.conf, "w");
-	ASSERT(f);
-	fprintf(f, "resource = \"%s\";\nnode = \"%s\";\nrole = \"primary\";\n"
+	fuzz_files_config(&fz.files, "resource = \"%s\";\nnode = \"%s\";\nrole = \"primary\";\n"
 		"device = \"%s\";\nstate-dir = \"%s\";\n"
 		"control-socket = \"%s/ctl.sock\";\ntransport = \"plain-insecure\";\n"
 		"reconnect-min-ms = 60000;\nreconnect-max-ms = 60000;\n"
 		"peers = ( { name = \"%s\"; address = \"127.0.0.1:1\"; mode = \"sync\"; } );\n",
 		FUZZ_RESOURCE, FUZZ_PRIMARY, fz.files.dev, fz.files.state, fz.files.dir, FUZZ_SECONDARY);
-	ASSERT(fclose(f) == 0);
-	if (config_load(fz.files.conf, &fz.cfg, err, sizeof(err)) < 0) {
-		fprintf(stderr, "fuzz-primary: %s\n", err);
-		abort();
-	}
-	atexit(fuzz_cleanup);
 }
 
 /* FUZZ_RECS records: writes, a flush, a discard, a FUA write. */
@@ -153,12 +133,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct role *r = NULL;
 	int sv[2];
 
-	if (!fz.cfg)
+	if (!fz.files.cfg)
 		setup();
 	fuzz_clear_dir(fz.files.state, false);
 	last_release = last_ack = 0;
 	ASSERT(loop_new(&env.loop) == 0);
-	env.cfg = fz.cfg;
+	env.cfg = fz.files.cfg;
 	args.ring = new_ring();
 	if (primary_role_ops.start(&env, &args, &r) < 0) {
 		fprintf(stderr, "fuzz-primary: the primary role does not start (FUZZ_LOG=1 says why)\n");

@@ -53,6 +53,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "fuzz.h"
 #include "loop.h"
 #include "macro.h"
@@ -203,7 +204,7 @@ static bool fuzz_odirect_ok(const char *dir)
 	return fd >= 0;
 }
 
-/* A scratch directory (removed at exit by fuzz_cleanup()) into dir. */
+/* A scratch directory (removed at exit by fuzz_files_cleanup()) into dir. */
 static void fuzz_scratch(char *dir, size_t len, const char *name)
 {
 	const char *bases[] = { "/dev/shm", getenv("TMPDIR"), "/tmp", "." };
@@ -223,31 +224,6 @@ static void fuzz_scratch(char *dir, size_t len, const char *name)
 	abort();
 }
 
-/* A role fuzzer's files: a scratch directory and the paths in it. */
-struct fuzz_files {
-	char dir[512];
-	char dev[600], state[600], conf[600];
-};
-
-/*
- * The scratch directory for name, and in it node's zeroed device of
- * FUZZ_DEV_SECTORS (NODE.img), its state directory and configuration
- * (NODE.conf) paths; all removed at exit.
- */
-static void fuzz_files_make(struct fuzz_files *f, const char *name, const char *node)
-{
-	int fd;
-
-	fuzz_scratch(f->dir, sizeof(f->dir), name);
-	snprintf(f->dev, sizeof(f->dev), "%s/%s.img", f->dir, node);
-	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
-	snprintf(f->conf, sizeof(f->conf), "%s/%s.conf", f->dir, node);
-	fd = open(f->dev, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	ASSERT(fd >= 0);
-	ASSERT(ftruncate(fd, (off_t)FUZZ_DEV_SECTORS * 512) == 0);
-	close(fd);
-}
-
 /* Remove the files in dir (one level), or dir itself too. */
 static void fuzz_clear_dir(const char *dir, bool self)
 {
@@ -262,6 +238,74 @@ static void fuzz_clear_dir(const char *dir, bool self)
 	closedir(d);
 	if (self)
 		rmdir(dir);
+}
+
+/* A role fuzzer's files: a scratch directory, the paths in it, the configuration. */
+struct fuzz_files {
+	const char *name;		/* the fuzzer's, for its messages */
+	char dir[512];
+	char dev[600], state[600], conf[600];
+	struct config *cfg;		/* fuzz_files_config() */
+};
+
+/* the files fuzz_files_cleanup() removes at exit */
+static struct fuzz_files *fuzz_files_made;
+
+static void fuzz_files_cleanup(void)
+{
+	struct fuzz_files *f = fuzz_files_made;
+
+	fuzz_aio_cleanup();
+	config_free(f->cfg);
+	fuzz_clear_dir(f->state, true);
+	fuzz_clear_dir(f->dir, true);
+}
+
+/*
+ * The scratch directory for name, and in it node's zeroed device of
+ * FUZZ_DEV_SECTORS (NODE.img), its state directory and configuration
+ * (NODE.conf) paths; all removed at exit.
+ */
+static void fuzz_files_make(struct fuzz_files *f, const char *name, const char *node)
+{
+	int fd;
+
+	f->name = name;
+	fuzz_scratch(f->dir, sizeof(f->dir), name);
+	snprintf(f->dev, sizeof(f->dev), "%s/%s.img", f->dir, node);
+	snprintf(f->state, sizeof(f->state), "%s/state", f->dir);
+	snprintf(f->conf, sizeof(f->conf), "%s/%s.conf", f->dir, node);
+	fd = open(f->dev, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, (off_t)FUZZ_DEV_SECTORS * 512) == 0);
+	close(fd);
+	fuzz_files_made = f;
+	atexit(fuzz_files_cleanup);
+}
+
+/*
+ * The configuration fmt says written to f->conf and loaded as f->cfg (the
+ * one before freed); a message and abort() when it does not load.
+ */
+static void __attribute__((format(printf, 2, 3)))
+fuzz_files_config(struct fuzz_files *f, const char *fmt, ...)
+{
+	char err[512];
+	va_list ap;
+	FILE *c;
+
+	config_free(f->cfg);
+	f->cfg = NULL;
+	c = fopen(f->conf, "w");
+	ASSERT(c);
+	va_start(ap, fmt);
+	vfprintf(c, fmt, ap);
+	va_end(ap);
+	ASSERT(fclose(c) == 0);
+	if (config_load(f->conf, &f->cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", f->name, err);
+		abort();
+	}
 }
 
 struct fuzz_feed {

@@ -27,17 +27,8 @@
 
 static struct {
 	struct fuzz_files files;
-	struct config *cfg;
 	uint16_t port;
 } fz;
-
-static void fuzz_cleanup(void)
-{
-	fuzz_aio_cleanup();
-	config_free(fz.cfg);
-	fuzz_clear_dir(fz.files.state, true);
-	fuzz_clear_dir(fz.files.dir, true);
-}
 
 /* A loopback port free now, for the listener the role insists on. */
 static uint16_t free_port(void)
@@ -55,32 +46,19 @@ static uint16_t free_port(void)
 
 static void load_config(void)
 {
-	char err[512];
-	FILE *f;
-
-	config_free(fz.cfg);
-	fz.cfg = NULL;
 	fz.port = free_port();
-	f = fopen(fz.files.conf, "w");
-	ASSERT(f);
-	fprintf(f, "resource = \"%s\";\nnode = \"%s\";\nrole = \"secondary\";\n"
+	fuzz_files_config(&fz.files, "resource = \"%s\";\nnode = \"%s\";\nrole = \"secondary\";\n"
 		"device = \"%s\";\nlisten = \"127.0.0.1:%u\";\nstate-dir = \"%s\";\n"
 		"control-socket = \"%s/ctl.sock\";\ntransport = \"plain-insecure\";\n"
 		"drain-timeout-ms = 2000;\n"
 		"peers = ( { name = \"%s\"; address = \"127.0.0.1\"; } );\n",
 		FUZZ_RESOURCE, FUZZ_SECONDARY, fz.files.dev, fz.port, fz.files.state, fz.files.dir, FUZZ_PRIMARY);
-	ASSERT(fclose(f) == 0);
-	if (config_load(fz.files.conf, &fz.cfg, err, sizeof(err)) < 0) {
-		fprintf(stderr, "fuzz-secondary: %s\n", err);
-		abort();
-	}
 }
 
 static void setup(void)
 {
 	fuzz_files_make(&fz.files, "fuzz-secondary", "beta");
 	load_config();
-	atexit(fuzz_cleanup);
 }
 
 /* The input is all in the socket: what a tick does (Acks, the resume point). */
@@ -96,7 +74,7 @@ static struct role *start(struct role_env *env)
 	struct role *r = NULL;
 
 	for (int tries = 0; tries < 3; tries++) {
-		env->cfg = fz.cfg;
+		env->cfg = fz.files.cfg;
 		if (secondary_role_ops.start(env, &args, &r) == 0)
 			return r;
 		if (r)
@@ -118,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct stat st;
 	int sv[2];
 
-	if (!fz.cfg)
+	if (!fz.files.cfg)
 		setup();
 	fuzz_clear_dir(fz.files.state, false);
 	ASSERT(loop_new(&env.loop) == 0);

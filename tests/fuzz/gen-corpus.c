@@ -76,13 +76,8 @@ static void data(uint64_t seq, uint16_t op, uint16_t flags, uint64_t sector,
 
 static void hello(Dmrepl__V1__Role role, const char *node)
 {
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(WIRE_PROTOCOL_VERSION, node, "r0", role, 1 << 21);
 
-	h.protocol_version = WIRE_PROTOCOL_VERSION;
-	h.node = (char *)node;
-	h.resource = "r0";
-	h.role = role;
-	h.device_sectors = 1 << 21;
 	h.stream_id = 0x1122334455667788ULL;
 	h.mode = DMREPL__V1__MODE__MODE_SEMI_SYNC;
 	h.resume_seq = role == DMREPL__V1__ROLE__ROLE_SECONDARY ? 17 : 0;
@@ -340,13 +335,9 @@ int main(int argc, char **argv)
 	start(0x00);
 	{
 		Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-		Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+		Dmrepl__V1__Hello h = wire_raw_hello(1, big, "r", DMREPL__V1__ROLE__ROLE_PRIMARY, 0);
 
 		memset(big, 'x', 4000);
-		h.protocol_version = 1;
-		h.node = big;
-		h.resource = "r";
-		h.role = DMREPL__V1__ROLE__ROLE_PRIMARY;
 		f.msg_case = DMREPL__V1__FRAME__MSG_HELLO;
 		f.hello = &h;
 		raw(&f);

@@ -19,6 +19,7 @@
 
 #include "fuzz-role.h"
 #include "wire.h"
+#include "wire-raw.h"
 
 static uint8_t buf[1 << 20];
 static size_t len;
@@ -65,13 +66,9 @@ static void save(const char *name)
 static void p_hello(const char *node, const char *resource, Dmrepl__V1__Role role,
 		    uint64_t sectors, Dmrepl__V1__Mode mode)
 {
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(WIRE_PROTOCOL_VERSION, node, resource, role,
+					     sectors);
 
-	h.protocol_version = WIRE_PROTOCOL_VERSION;
-	h.node = (char *)node;
-	h.resource = (char *)resource;
-	h.role = role;
-	h.device_sectors = sectors;
 	h.stream_id = FUZZ_ID;
 	h.mode = mode;
 	enc(wire_encode_hello(ROOM, &h));
@@ -262,13 +259,9 @@ static void secondary_corpus(void)
 static void s_hello(const char *node, uint64_t sectors, uint64_t stream, uint64_t resume,
 		    bool consistent, uint64_t gen, uint64_t dirty)
 {
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(WIRE_PROTOCOL_VERSION, node, FUZZ_RESOURCE,
+					     DMREPL__V1__ROLE__ROLE_SECONDARY, sectors);
 
-	h.protocol_version = WIRE_PROTOCOL_VERSION;
-	h.node = (char *)node;
-	h.resource = (char *)FUZZ_RESOURCE;
-	h.role = DMREPL__V1__ROLE__ROLE_SECONDARY;
-	h.device_sectors = sectors;
 	h.stream_id = stream;
 	h.resume_seq = resume;
 	h.consistent = consistent;

@@ -32,6 +32,21 @@ static inline size_t wire_raw_pack(uint8_t *buf, size_t len, const Dmrepl__V1__F
 	return n + WIRE_HDR_SIZE;
 }
 
+/* A Hello with these fields, whatever they are; the others as ..._HELLO__INIT. */
+static inline Dmrepl__V1__Hello wire_raw_hello(uint32_t version, const char *node,
+					       const char *resource, Dmrepl__V1__Role role,
+					       uint64_t sectors)
+{
+	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+
+	h.protocol_version = version;
+	h.node = (char *)node;
+	h.resource = (char *)resource;
+	h.role = role;
+	h.device_sectors = sectors;
+	return h;
+}
+
 /* A Data frame with these fields, whatever they are (no payload follows). */
 static inline size_t wire_raw_data(uint8_t *buf, size_t len, uint64_t seq, uint32_t op,
 				   uint32_t flags, uint64_t sector, uint32_t nr,

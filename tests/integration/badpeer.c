@@ -31,6 +31,7 @@
 #include <zstd.h>
 
 #include "config.h"
+#include "tcp.h"
 #include "wire.h"
 #include "wire-raw.h"
 
@@ -40,20 +41,9 @@ static uint64_t sectors = 131072;
 static int dial(const char *hostport)
 {
 	struct config_addr a;
-	int fd, r;
+	int r = config_addr_parse(hostport, false, &a);
 
-	r = config_addr_parse(hostport, false, &a);
-	if (r < 0)
-		return r;
-	fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&a.sa, a.len) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
+	return r < 0 ? r : tcp_connect(&a);
 }
 
 static int send_raw(int fd, const void *buf, size_t len)
@@ -76,13 +66,8 @@ static int send_hello(int fd, uint32_t version, const char *n, const char *res,
 		      Dmrepl__V1__Role role, uint64_t sec)
 {
 	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(version, n, res, role, sec);
 
-	h.protocol_version = version;
-	h.node = (char *)n;
-	h.resource = (char *)res;
-	h.role = role;
-	h.device_sectors = sec;
 	h.stream_id = 0x5ca1ab1e;
 	f.msg_case = DMREPL__V1__FRAME__MSG_HELLO;
 	f.hello = &h;

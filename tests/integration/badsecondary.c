@@ -41,7 +41,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "tcp.h"
 #include "wire.h"
+#include "wire-raw.h"
 
 #include "tool.h"
 
@@ -59,21 +61,9 @@ static void *payload_buf(void *ctx, const Dmrepl__V1__Data *d)
 static int listen_on(const char *hostport)
 {
 	struct config_addr a;
-	int fd, one = 1, r;
+	int r = config_addr_parse(hostport, false, &a);
 
-	r = config_addr_parse(hostport, false, &a);
-	if (r < 0)
-		return r;
-	fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&a.sa, a.len) < 0 || listen(fd, 4) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
+	return r < 0 ? r : tcp_listen(&a, 4);
 }
 
 static int send_buf(int fd, const uint8_t *b, ssize_t n)
@@ -148,14 +138,10 @@ static int wait_verdict(struct peer *p, int ms)
 
 static int send_hello(struct peer *p, bool claim, uint64_t resume)
 {
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(1, node, "r0", DMREPL__V1__ROLE__ROLE_SECONDARY,
+					     p->sectors);
 	uint8_t b[1024];
 
-	h.protocol_version = 1;
-	h.node = (char *)node;
-	h.resource = (char *)"r0";
-	h.role = DMREPL__V1__ROLE__ROLE_SECONDARY;
-	h.device_sectors = p->sectors;
 	if (claim) {
 		h.stream_id = p->stream_id;
 		h.resume_seq = resume;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "tcp.h"
 
 #define MITM_FLIP_AHEAD	(1U << 20)
 
@@ -68,7 +69,7 @@ int main(int argc, char **argv)
 	struct config_addr la, ta;
 	struct sigaction sa = { 0 };
 	unsigned int conn = 0;
-	int one = 1, lfd;
+	int lfd;
 
 	if (argc != 3 || config_addr_parse(argv[1], true, &la) < 0 ||
 	    config_addr_parse(argv[2], false, &ta) < 0) {
@@ -80,10 +81,9 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	lfd = socket(la.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(lfd, (struct sockaddr *)&la.sa, la.len) < 0 || listen(lfd, 8) < 0) {
-		perror("repl-mitm: listen");
+	lfd = tcp_listen(&la, 8);
+	if (lfd < 0) {
+		fprintf(stderr, "repl-mitm: listen: %s\n", strerror(-lfd));
 		return 1;
 	}
 	while (!stop) {
@@ -92,12 +92,10 @@ int main(int argc, char **argv)
 
 		if (c < 0)
 			continue;
-		t = socket(ta.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (t < 0 || connect(t, (struct sockaddr *)&ta.sa, ta.len) < 0) {
-			perror("repl-mitm: connect");
+		t = tcp_connect(&ta);
+		if (t < 0) {
+			fprintf(stderr, "repl-mitm: connect: %s\n", strerror(-t));
 			close(c);
-			if (t >= 0)
-				close(t);
 			continue;
 		}
 		printf("connection %u\n", ++conn);

@@ -692,48 +692,21 @@ static int dev_open(const struct seq_opts *o, int flags, struct dev_info *ret)
 	char buf[64];
 	int fd;
 
-	fd = open(o->dev, flags | O_CLOEXEC);
-	if (fd < 0 && errno == EINVAL && (flags & O_DIRECT)) {
-		/* tmpfs has no O_DIRECT: fine for a regular file (checked below) */
-		flags &= ~O_DIRECT;
-		fd = open(o->dev, flags | O_CLOEXEC);
-	}
-	if (fd < 0) {
-		errmsg("open %s: %s", o->dev, strerror(errno));
+	fd = dev_open_direct(o->dev, flags, &st, &di.size);
+	if (fd < 0)
 		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		errmsg("stat %s: %s", o->dev, strerror(errno));
-		goto fail;
-	}
 	di.split = o->split_kb * 1024;
 	if (S_ISBLK(st.st_mode)) {
-		if (!(flags & O_DIRECT)) {
-			errmsg("open %s: O_DIRECT refused", o->dev);
-			goto fail;
-		}
 		di.blk = true;
-		if (ioctl(fd, BLKGETSIZE64, &di.size) < 0) {
-			errmsg("%s: BLKGETSIZE64: %s", o->dev, strerror(errno));
-			goto fail;
-		}
 		if (sysfs_read(st.st_rdev, "write_cache", buf, sizeof(buf)))
 			di.wc = strcmp(buf, "write through") != 0;
 		di.max_io = sysfs_u64(st.st_rdev, "max_sectors_kb", 0) * 1024;
 		di.discard_max = sysfs_u64(st.st_rdev, "discard_max_bytes", 0);
 		di.discard_gran = sysfs_u64(st.st_rdev, "discard_granularity", 512);
 		di.wz_max = sysfs_u64(st.st_rdev, "write_zeroes_max_bytes", 0);
-	} else if (S_ISREG(st.st_mode)) {
-		di.size = (uint64_t)st.st_size;
-	} else {
-		errmsg("%s: not a block device or regular file", o->dev);
-		goto fail;
 	}
 	*ret = di;
 	return fd;
-fail:
-	close(fd);
-	return -1;
 }
 
 static uint64_t seq_region(const struct seq_opts *o, const struct dev_info *di)
@@ -850,7 +823,7 @@ static int write_run(const struct seq_opts *o)
 	uint8_t *buf = NULL, *zeroes = NULL;
 	int fd, fua_fd = -1, ret = EXIT_ERROR;
 
-	fd = dev_open(o, O_RDWR | O_DIRECT, &di);
+	fd = dev_open(o, O_RDWR, &di);
 	if (fd < 0)
 		return EXIT_ERROR;
 	region = seq_region(o, &di);
@@ -953,7 +926,7 @@ static int check_run(const struct seq_opts *o)
 	uint8_t *buf = NULL;
 	int fd, ret = EXIT_ERROR;
 
-	fd = dev_open(o, O_RDONLY | O_DIRECT, &di);
+	fd = dev_open(o, O_RDONLY, &di);
 	if (fd < 0)
 		return EXIT_ERROR;
 	region = seq_region(o, &di);

@@ -172,45 +172,17 @@ static int dev_open(const struct opts *o, int flags, uint64_t *ret_size)
 	uint64_t size;
 	int fd;
 
-	fd = open(o->dev, flags | O_DIRECT | O_CLOEXEC);
-	if (fd < 0 && errno == EINVAL) {
-		/* tmpfs has no O_DIRECT: fine for a regular file (checked below) */
-		fd = open(o->dev, flags | O_CLOEXEC);
-		flags = -1;
-	}
-	if (fd < 0) {
-		errmsg("open %s: %s", o->dev, strerror(errno));
+	fd = dev_open_direct(o->dev, flags, &st, &size);
+	if (fd < 0)
 		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		errmsg("stat %s: %s", o->dev, strerror(errno));
-		goto fail;
-	}
-	if (S_ISBLK(st.st_mode)) {
-		if (flags == -1) {
-			errmsg("open %s: O_DIRECT refused", o->dev);
-			goto fail;
-		}
-		if (ioctl(fd, BLKGETSIZE64, &size) < 0) {
-			errmsg("%s: BLKGETSIZE64: %s", o->dev, strerror(errno));
-			goto fail;
-		}
-	} else if (S_ISREG(st.st_mode)) {
-		size = (uint64_t)st.st_size;
-	} else {
-		errmsg("%s: not a block device or regular file", o->dev);
-		goto fail;
-	}
 	if (o->slots > size / BLOCK) {
 		errmsg("%s: %" PRIu64 " slots of 4 KiB need %" PRIu64 " bytes, it has %" PRIu64,
 		       o->dev, o->slots, o->slots * BLOCK, size);
-		goto fail;
+		close(fd);
+		return -1;
 	}
 	*ret_size = size;
 	return fd;
-fail:
-	close(fd);
-	return -1;
 }
 
 static void *block_alloc(size_t len)
@@ -224,25 +196,66 @@ static void *block_alloc(size_t len)
 	return p;
 }
 
-/* read blocks [first, first + n) completely */
-static int read_blocks(int fd, const struct opts *o, void *buf, uint64_t first, uint64_t n)
+/*
+ * len bytes at *pos read into buf, or written from it, completely: NULL,
+ * or why not (*pos: where it stopped).
+ */
+static const char *block_rw(int fd, void *buf, size_t len, uint64_t *pos, bool wr)
 {
-	size_t done = 0, len = n * BLOCK;
+	char *p = buf, *end = p + len;
 
-	while (done < len) {
-		ssize_t r = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(first * BLOCK + done));
+	while (p < end) {
+		ssize_t r = wr ? pwrite(fd, p, (size_t)(end - p), (off_t)*pos) :
+				 pread(fd, p, (size_t)(end - p), (off_t)*pos);
 
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0) {
-			errmsg("read %s at %" PRIu64 ": %s", o->dev, first * BLOCK + done,
-			       r < 0 ? strerror(errno) : "short read");
-			return -1;
-		}
-		done += (size_t)r;
+		if (r <= 0)
+			return r < 0 ? strerror(errno) : wr ? "short write" : "short read";
+		p += r;
+		*pos += (uint64_t)r;
+	}
+	return NULL;
+}
+
+/* read blocks [first, first + n) completely */
+static int read_blocks(int fd, const struct opts *o, void *buf, uint64_t first, uint64_t n)
+{
+	uint64_t pos = first * BLOCK;
+	const char *why = block_rw(fd, buf, n * BLOCK, &pos, false);
+
+	if (why) {
+		errmsg("read %s at %" PRIu64 ": %s", o->dev, pos, why);
+		return -1;
 	}
 	return 0;
+}
+
+/* The device's blocks slot by slot, read READ_BLOCKS at a time into buf. */
+struct slot_reader {
+	int fd;
+	const struct opts *o;
+	uint64_t *buf;
+	uint64_t next;		/* the next slot */
+	uint64_t first, n;	/* the slots in buf */
+	bool failed;		/* a read failed (said) */
+};
+
+/* The block of the next slot, its number in *slot; NULL after the last or a failed read. */
+static const uint64_t *slot_next(struct slot_reader *r, uint64_t *slot)
+{
+	if (r->next == r->o->slots)
+		return NULL;
+	if (r->next == r->first + r->n) {
+		r->first = r->next;
+		r->n = r->o->slots - r->first < READ_BLOCKS ? r->o->slots - r->first : READ_BLOCKS;
+		if (read_blocks(r->fd, r->o, r->buf, r->first, r->n) < 0) {
+			r->failed = true;
+			return NULL;
+		}
+	}
+	*slot = r->next++;
+	return r->buf + (*slot - r->first) * (BLOCK / 8);
 }
 
 /* ---- write ------------------------------------------------------------------- */
@@ -302,8 +315,8 @@ static int write_run(const struct opts *o)
 		goto out;
 	t0 = now_s();
 	while (!stop && (!o->count || done < o->count)) {
-		uint64_t slot = stamp_slot(o->seed, o->slots, i);
-		size_t off = 0;
+		uint64_t slot = stamp_slot(o->seed, o->slots, i), pos = slot * BLOCK;
+		const char *why;
 
 		if (o->rate) {
 			double due = t0 + (double)done / (double)o->rate;
@@ -318,19 +331,11 @@ static int write_run(const struct opts *o)
 			}
 		}
 		stamp_fill(w, o->seed, o->slots, i, slot);
-		while (off < BLOCK) {
-			ssize_t r = pwrite(fd, (char *)w + off, BLOCK - off,
-					   (off_t)(slot * BLOCK + off));
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0) {
-				errmsg("write %" PRIu64 " (slot %" PRIu64 ") to %s: %s", i, slot, o->dev,
-				       r < 0 ? strerror(errno) : "short write");
-				ack_publish(o->ack_file, i - 1);
-				goto out;
-			}
-			off += (size_t)r;
+		why = block_rw(fd, w, BLOCK, &pos, true);
+		if (why) {
+			errmsg("write %" PRIu64 " (slot %" PRIu64 ") to %s: %s", i, slot, o->dev, why);
+			ack_publish(o->ack_file, i - 1);
+			goto out;
 		}
 		if (o->flush_every && i % o->flush_every == 0 && fdatasync(fd) < 0) {
 			errmsg("fdatasync %s after write %" PRIu64 ": %s", o->dev, i, strerror(errno));
@@ -363,72 +368,63 @@ out:
 /* The largest write number with a valid block on the device, or -1 on error. */
 static int64_t find_last(int fd, const struct opts *o)
 {
-	uint64_t *buf = block_alloc(READ_BLOCKS * BLOCK), k = 0, s, n, b;
+	struct slot_reader rd = { .fd = fd, .o = o, .buf = block_alloc(READ_BLOCKS * BLOCK) };
+	const uint64_t *w;
+	uint64_t k = 0, slot;
 
-	if (!buf)
+	if (!rd.buf)
 		return -1;
-	for (s = 0; s < o->slots; s += n) {
-		n = o->slots - s < READ_BLOCKS ? o->slots - s : READ_BLOCKS;
-		if (read_blocks(fd, o, buf, s, n) < 0) {
-			free(buf);
-			return -1;
-		}
-		for (b = 0; b < n; b++) {
-			uint64_t i = stamp_valid(buf + b * (BLOCK / 8), o, s + b);
+	while ((w = slot_next(&rd, &slot))) {
+		uint64_t i = stamp_valid(w, o, slot);
 
-			if (i > k)
-				k = i;
-		}
+		if (i > k)
+			k = i;
 	}
-	free(buf);
-	return (int64_t)k;
+	free(rd.buf);
+	return rd.failed ? -1 : (int64_t)k;
 }
 
 /* Compare the device with the state after writes 1..upto. */
 static int check_state(int fd, const struct opts *o, uint64_t upto)
 {
-	uint64_t *last, *buf, *exp, s, n, b, bad = 0, zero = 0, i;
+	struct slot_reader rd = { .fd = fd, .o = o, .buf = block_alloc(READ_BLOCKS * BLOCK) };
+	uint64_t *last, *exp, slot, bad = 0, zero = 0, i;
+	const uint64_t *w;
 	int ret = 1;
 
 	last = calloc(o->slots, sizeof(*last));
-	buf = block_alloc(READ_BLOCKS * BLOCK);
 	exp = block_alloc(BLOCK);
-	if (!last || !buf || !exp) {
+	if (!last || !rd.buf || !exp) {
 		errmsg("out of memory");
 		goto out;
 	}
 	for (i = 1; i <= upto; i++)
 		last[stamp_slot(o->seed, o->slots, i)] = i;
 	memset(exp, 0, BLOCK);
-	for (s = 0; s < o->slots; s += n) {
-		n = o->slots - s < READ_BLOCKS ? o->slots - s : READ_BLOCKS;
-		if (read_blocks(fd, o, buf, s, n) < 0)
-			goto out;
-		for (b = 0; b < n; b++) {
-			const uint64_t *w = buf + b * (BLOCK / 8);
-			uint64_t slot = s + b;
-			char found[160];
+	while ((w = slot_next(&rd, &slot))) {
+		char found[160];
 
-			if (last[slot])
-				stamp_fill(exp, o->seed, o->slots, last[slot], slot);
-			else
-				zero++;
-			if (memcmp(w, exp, BLOCK)) {
-				if (++bad <= MAX_REPORT) {
-					block_describe(w, o, slot, found, sizeof(found));
-					if (last[slot])
-						errmsg("slot %" PRIu64 " (offset %" PRIu64 "): expected write %"
-						       PRIu64 ", found %s", slot, slot * BLOCK, last[slot], found);
-					else
-						errmsg("slot %" PRIu64 " (offset %" PRIu64
-						       "): expected zeroes (never written), found %s",
-						       slot, slot * BLOCK, found);
-				}
+		if (last[slot])
+			stamp_fill(exp, o->seed, o->slots, last[slot], slot);
+		else
+			zero++;
+		if (memcmp(w, exp, BLOCK)) {
+			if (++bad <= MAX_REPORT) {
+				block_describe(w, o, slot, found, sizeof(found));
+				if (last[slot])
+					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): expected write %"
+					       PRIu64 ", found %s", slot, slot * BLOCK, last[slot], found);
+				else
+					errmsg("slot %" PRIu64 " (offset %" PRIu64
+					       "): expected zeroes (never written), found %s",
+					       slot, slot * BLOCK, found);
 			}
-			if (last[slot])
-				memset(exp, 0, BLOCK);
 		}
+		if (last[slot])
+			memset(exp, 0, BLOCK);
 	}
+	if (rd.failed)
+		goto out;
 	if (bad) {
 		errmsg("%s is NOT the state after writes 1..%" PRIu64 ": %" PRIu64 " of %" PRIu64
 		       " slots differ", o->dev, upto, bad, o->slots);
@@ -439,7 +435,7 @@ static int check_state(int fd, const struct opts *o, uint64_t upto)
 	ret = 0;
 out:
 	free(last);
-	free(buf);
+	free(rd.buf);
 	free(exp);
 	return ret;
 }
@@ -478,8 +474,10 @@ out:
  */
 static int crash_run(const struct opts *o)
 {
-	uint64_t *found, *last, *buf = NULL, size, s, n, b, i, k = 0, f = 0, bound, bad = 0,
-		 beyond = 0, missing = 0;
+	uint64_t *found, *last, size, s, slot, i, k = 0, f = 0, bound, bad = 0, beyond = 0,
+		 missing = 0;
+	struct slot_reader rd = { .o = o };
+	const uint64_t *w;
 	int fd, ret = 1;
 
 	fd = dev_open(o, O_RDONLY, &size);
@@ -487,41 +485,38 @@ static int crash_run(const struct opts *o)
 		return 1;
 	found = calloc(o->slots, sizeof(*found));
 	last = calloc(o->slots, sizeof(*last));
-	buf = block_alloc(READ_BLOCKS * BLOCK);
-	if (!found || !last || !buf) {
+	rd.fd = fd;
+	rd.buf = block_alloc(READ_BLOCKS * BLOCK);
+	if (!found || !last || !rd.buf) {
 		errmsg("out of memory");
 		goto out;
 	}
 	/* what each slot holds */
-	for (s = 0; s < o->slots; s += n) {
-		n = o->slots - s < READ_BLOCKS ? o->slots - s : READ_BLOCKS;
-		if (read_blocks(fd, o, buf, s, n) < 0)
-			goto out;
-		for (b = 0; b < n; b++) {
-			const uint64_t *w = buf + b * (BLOCK / 8);
-			uint64_t slot = s + b, j = stamp_valid(w, o, slot);
-			char what[160];
+	while ((w = slot_next(&rd, &slot))) {
+		uint64_t j = stamp_valid(w, o, slot);
+		char what[160];
 
-			if (j && stamp_slot(o->seed, o->slots, j) != slot) {
-				if (++bad <= MAX_REPORT)
-					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): write %" PRIu64
-					       " of slot %" PRIu64 " found here", slot, slot * BLOCK, j,
-					       stamp_slot(o->seed, o->slots, j));
-				continue;
-			}
-			if (!j && !block_zero(w)) {
-				if (++bad <= MAX_REPORT) {
-					block_describe(w, o, slot, what, sizeof(what));
-					errmsg("slot %" PRIu64 " (offset %" PRIu64 "): found %s", slot,
-					       slot * BLOCK, what);
-				}
-				continue;
-			}
-			found[slot] = j;
-			if (j > k)
-				k = j;
+		if (j && stamp_slot(o->seed, o->slots, j) != slot) {
+			if (++bad <= MAX_REPORT)
+				errmsg("slot %" PRIu64 " (offset %" PRIu64 "): write %" PRIu64
+				       " of slot %" PRIu64 " found here", slot, slot * BLOCK, j,
+				       stamp_slot(o->seed, o->slots, j));
+			continue;
 		}
+		if (!j && !block_zero(w)) {
+			if (++bad <= MAX_REPORT) {
+				block_describe(w, o, slot, what, sizeof(what));
+				errmsg("slot %" PRIu64 " (offset %" PRIu64 "): found %s", slot,
+				       slot * BLOCK, what);
+			}
+			continue;
+		}
+		found[slot] = j;
+		if (j > k)
+			k = j;
 	}
+	if (rd.failed)
+		goto out;
 	/* write k came after the flush that followed write f */
 	if (o->flush_every && k)
 		f = (k - 1) / o->flush_every * o->flush_every;
@@ -561,7 +556,7 @@ static int crash_run(const struct opts *o)
 out:
 	free(found);
 	free(last);
-	free(buf);
+	free(rd.buf);
 	close(fd);
 	return ret;
 }

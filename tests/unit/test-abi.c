@@ -113,31 +113,15 @@ _Static_assert(DM_REPL_STATE_SYNC == 1 && DM_REPL_STATE_DEGRADED == 2 &&
 	       DM_REPL_STATE_OVERFLOW == 4 && DM_REPL_STATE_DIRTY == 8, "states");
 
 /* ioctls: the parts on every architecture ... */
-_Static_assert(_IOC_TYPE(DM_REPL_IOC_ATTACH) == 0xDE &&
-	       _IOC_NR(DM_REPL_IOC_ATTACH) == 0x00 &&
-	       _IOC_SIZE(DM_REPL_IOC_ATTACH) == 32 &&
-	       _IOC_DIR(DM_REPL_IOC_ATTACH) == (_IOC_READ | _IOC_WRITE),
-	       "ATTACH is _IOWR(0xDE, 0, 32 bytes)");
-_Static_assert(_IOC_TYPE(DM_REPL_IOC_KICK) == 0xDE &&
-	       _IOC_NR(DM_REPL_IOC_KICK) == 0x01 &&
-	       _IOC_SIZE(DM_REPL_IOC_KICK) == 0 &&
-	       _IOC_DIR(DM_REPL_IOC_KICK) == _IOC_NONE,
-	       "KICK is _IO(0xDE, 1)");
-_Static_assert(_IOC_TYPE(DM_REPL_IOC_GET_DIRTY) == 0xDE &&
-	       _IOC_NR(DM_REPL_IOC_GET_DIRTY) == 0x02 &&
-	       _IOC_SIZE(DM_REPL_IOC_GET_DIRTY) == 48 &&
-	       _IOC_DIR(DM_REPL_IOC_GET_DIRTY) == (_IOC_READ | _IOC_WRITE),
-	       "GET_DIRTY is _IOWR(0xDE, 2, 48 bytes)");
-_Static_assert(_IOC_TYPE(DM_REPL_IOC_MARK_DIRTY) == 0xDE &&
-	       _IOC_NR(DM_REPL_IOC_MARK_DIRTY) == 0x03 &&
-	       _IOC_SIZE(DM_REPL_IOC_MARK_DIRTY) == 32 &&
-	       _IOC_DIR(DM_REPL_IOC_MARK_DIRTY) == _IOC_WRITE,
-	       "MARK_DIRTY is _IOW(0xDE, 3, 32 bytes)");
-_Static_assert(_IOC_TYPE(DM_REPL_IOC_CLEAR_DIRTY) == 0xDE &&
-	       _IOC_NR(DM_REPL_IOC_CLEAR_DIRTY) == 0x04 &&
-	       _IOC_SIZE(DM_REPL_IOC_CLEAR_DIRTY) == 32 &&
-	       _IOC_DIR(DM_REPL_IOC_CLEAR_DIRTY) == _IOC_WRITE,
-	       "CLEAR_DIRTY is _IOW(0xDE, 4, 32 bytes)");
+#define IOC(ioc, dir, nr, size, text) \
+	_Static_assert(_IOC_TYPE(ioc) == 0xDE && _IOC_NR(ioc) == (nr) && \
+		       _IOC_SIZE(ioc) == (size) && _IOC_DIR(ioc) == (dir), text)
+IOC(DM_REPL_IOC_ATTACH, _IOC_READ | _IOC_WRITE, 0x00, 32, "ATTACH is _IOWR(0xDE, 0, 32 bytes)");
+IOC(DM_REPL_IOC_KICK, _IOC_NONE, 0x01, 0, "KICK is _IO(0xDE, 1)");
+IOC(DM_REPL_IOC_GET_DIRTY, _IOC_READ | _IOC_WRITE, 0x02, 48,
+    "GET_DIRTY is _IOWR(0xDE, 2, 48 bytes)");
+IOC(DM_REPL_IOC_MARK_DIRTY, _IOC_WRITE, 0x03, 32, "MARK_DIRTY is _IOW(0xDE, 3, 32 bytes)");
+IOC(DM_REPL_IOC_CLEAR_DIRTY, _IOC_WRITE, 0x04, 32, "CLEAR_DIRTY is _IOW(0xDE, 4, 32 bytes)");
 /* ... and the numbers with the asm-generic encoding (x86, arm, riscv) */
 #if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || \
 	defined(__arm__) || defined(__riscv)

@@ -634,6 +634,14 @@ static void fake_destroy(struct fake *f)
 	free(f);
 }
 
+/* The end of a test: the engine drains, then it and its backend go. */
+static void fake_done(struct apply *a, struct fake *f)
+{
+	CHECK_RC(apply_drain(a, 1000), 0);
+	apply_free(a);
+	fake_destroy(f);
+}
+
 /*
  * Up to burst records from next on into the engine, as repld hands them
  * over: a stop where it pushes back (counted in *eagain).  Returns the
@@ -831,9 +839,7 @@ static void test_args(void)
 	CHECK_RC(apply_submit(a, &r, NULL), -EINVAL);
 	r.epoch = 6;
 	CHECK_RC(apply_submit(a, &r, NULL), 0);
-	CHECK_RC(apply_drain(a, 1000), 0);
-	apply_free(a);
-	fake_destroy(f);
+	fake_done(a, f);
 	printf("args ok\n");
 }
 
@@ -885,9 +891,7 @@ static void test_backpressure(void)
 	apply_progress(a, &p);
 	CHECK(p.received == 4 && p.written == 4, "progress %" PRIu64 "/%" PRIu64,
 	      p.received, p.written);
-	CHECK_RC(apply_drain(a, 1000), 0);
-	apply_free(a);
-	fake_destroy(f);
+	fake_done(a, f);
 	printf("back-pressure ok\n");
 }
 
@@ -962,9 +966,7 @@ static void test_spare(void)
 	CHECK(((uintptr_t)b1->data & 511) == 0, "unaligned 4 KiB spare");
 	apply_buf_put(a, b1);
 	CHECK(!apply_full(a), "spare buffers counted as used");
-	CHECK_RC(apply_drain(a, 1000), 0);
-	apply_free(a);
-	fake_destroy(f);
+	fake_done(a, f);
 	printf("spare buffers ok\n");
 }
 
@@ -1069,9 +1071,7 @@ static void test_checkpoint_bound(void)
 		apply_get_stats(a, &st);
 		CHECK(st.checkpoints == (kind ? 3 : 0), "kind %d: %" PRIu64 " checkpoints",
 		      kind, st.checkpoints);
-		CHECK_RC(apply_drain(a, 1000), 0);
-		apply_free(a);
-		fake_destroy(f);
+		fake_done(a, f);
 	}
 	printf("checkpoint bounds ok\n");
 }

@@ -21,6 +21,7 @@
 #include <linux/dm-repl.h>
 
 #include "config.h"
+#include "macro.h"
 
 struct cfg_ctx {
 	const char *path;
@@ -58,41 +59,37 @@ bool config_name_valid(const char *s)
 	return true;
 }
 
+/* a peer's mode and compress settings: the choices, in the enums' order */
+static const char *const config_mode_names[] = {
+	[MODE_ASYNC] = "async",
+	[MODE_SEMI_SYNC] = "semi-sync",
+	[MODE_SYNC] = "sync",
+	NULL,
+};
+static const char *const config_compress_names[] = {
+	[COMPRESS_NONE] = "none",
+	[COMPRESS_ZSTD] = "zstd",
+	NULL,
+};
+
 const char *config_mode_name(enum peer_mode mode)
 {
-	switch (mode) {
-	case MODE_ASYNC:
-		return "async";
-	case MODE_SEMI_SYNC:
-		return "semi-sync";
-	case MODE_SYNC:
-		return "sync";
-	}
-	return "?";
+	return NAME_OF(config_mode_names, mode);
 }
 
 int config_mode_parse(const char *s, enum peer_mode *ret)
 {
-	if (!strcmp(s, "async"))
-		*ret = MODE_ASYNC;
-	else if (!strcmp(s, "semi-sync"))
-		*ret = MODE_SEMI_SYNC;
-	else if (!strcmp(s, "sync"))
-		*ret = MODE_SYNC;
-	else
-		return -EINVAL;
-	return 0;
+	for (size_t i = 0; config_mode_names[i]; i++)
+		if (!strcmp(s, config_mode_names[i])) {
+			*ret = (enum peer_mode)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 const char *config_compress_name(enum peer_compress c)
 {
-	switch (c) {
-	case COMPRESS_NONE:
-		return "none";
-	case COMPRESS_ZSTD:
-		return "zstd";
-	}
-	return "?";
+	return NAME_OF(config_compress_names, c);
 }
 
 int config_rate_parse(const char *s, uint64_t *ret)
@@ -210,6 +207,7 @@ int config_addr_parse(const char *text, bool passive, struct config_addr *ret)
 #define POW2(lo, hi, d)	CONFIG_T_POW2, lo, hi, d, NULL
 #define BOOL(d)		CONFIG_T_BOOL, 0, 1, d, NULL
 #define CHOICE(d, ...)	CONFIG_T_CHOICE, 0, 0, d, (const char *const[]){ __VA_ARGS__, NULL }
+#define CHOICES(d, names) CONFIG_T_CHOICE, 0, 0, d, names
 #define STR		CONFIG_T_STRING, 0, 0, 0, NULL
 #define LIVE		CONFIG_RELOAD_LIVE
 #define RESTART		CONFIG_RELOAD_RESTART
@@ -269,8 +267,8 @@ const struct config_setting config_settings[] = {
 const struct config_setting config_peer_settings[] = {
 	{ "name", STR, NOF, LIVE },
 	{ "address", STR, NOF, LIVE },
-	{ "mode", CHOICE(MODE_ASYNC, "async", "semi-sync", "sync"), PF(mode), LIVE },
-	{ "compress", CHOICE(COMPRESS_NONE, "none", "zstd"), PF(compress), LIVE },
+	{ "mode", CHOICES(MODE_ASYNC, config_mode_names), PF(mode), LIVE },
+	{ "compress", CHOICES(COMPRESS_NONE, config_compress_names), PF(compress), LIVE },
 	{ "compress-level", UINT(1, CONFIG_ZSTD_LEVEL_MAX, CONFIG_ZSTD_LEVEL_DEFAULT),
 	  PF(compress_level), LIVE },
 	{ "rate-limit", STR, NOF, LIVE },
@@ -285,6 +283,7 @@ const struct config_setting config_peer_settings[] = {
 #undef POW2
 #undef BOOL
 #undef CHOICE
+#undef CHOICES
 #undef STR
 #undef LIVE
 #undef RESTART
@@ -544,15 +543,13 @@ static int cfg_peers(struct cfg_ctx *x, const config_setting_t *root, struct con
 
 const char *config_transport_name(enum transport t)
 {
-	switch (t) {
-	case TRANSPORT_TLS_CERT:
-		return "tls-certificate";
-	case TRANSPORT_TLS_PSK:
-		return "tls-psk";
-	case TRANSPORT_PLAIN:
-		return "plain-insecure";
-	}
-	return "?";
+	static const char *const names[] = {
+		[TRANSPORT_TLS_CERT] = "tls-certificate",
+		[TRANSPORT_TLS_PSK] = "tls-psk",
+		[TRANSPORT_PLAIN] = "plain-insecure",
+	};
+
+	return NAME_OF(names, t);
 }
 
 /*

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "gens.h"
+#include "macro.h"
 
 uint64_t gens_now_ms(void)
 {
@@ -64,21 +65,16 @@ enum gen_verdict gens_compare(const struct gens *p, const struct gens *s)
 
 const char *gens_verdict_name(enum gen_verdict v)
 {
-	switch (v) {
-	case GV_SAME:
-		return "same generation";
-	case GV_BITMAP:
-		return "bitmap resync";
-	case GV_FULL:
-		return "full sync";
-	case GV_PEER_NEWER:
-		return "the peer holds newer data";
-	case GV_SPLIT_BRAIN:
-		return "split brain";
-	case GV_UNRELATED:
-		return "unrelated data";
-	}
-	return "?";
+	static const char *const names[] = {
+		[GV_SAME] = "same generation",
+		[GV_BITMAP] = "bitmap resync",
+		[GV_FULL] = "full sync",
+		[GV_PEER_NEWER] = "the peer holds newer data",
+		[GV_SPLIT_BRAIN] = "split brain",
+		[GV_UNRELATED] = "unrelated data",
+	};
+
+	return NAME_OF(names, v);
 }
 
 int gens_parse(const char *text, size_t len, struct gens *ret)

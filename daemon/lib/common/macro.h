@@ -15,4 +15,8 @@
 /* Elements of an array (not of a pointer). */
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* names[v] of an array of names indexed by an enum, or "?" where it has none. */
+#define NAME_OF(names, v) \
+	((size_t)(v) < ARRAY_SIZE(names) && (names)[v] ? (names)[v] : "?")
+
 #endif

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "macro.h"
 #include "wire.h"
 
 #include "check.h"
@@ -128,14 +129,10 @@ static void add_data(struct stream *s, uint64_t seq, uint16_t op,
 
 static void add_hello(struct stream *s, Dmrepl__V1__Role role)
 {
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
+	Dmrepl__V1__Hello h = wire_raw_hello(WIRE_PROTOCOL_VERSION,
+					     role == DMREPL__V1__ROLE__ROLE_PRIMARY ?
+					     "node-a.example_1" : "B", "r0", role, 1ULL << 40);
 
-	h.protocol_version = WIRE_PROTOCOL_VERSION;
-	h.node = role == DMREPL__V1__ROLE__ROLE_PRIMARY ? "node-a.example_1" :
-		 "B";
-	h.resource = "r0";
-	h.role = role;
-	h.device_sectors = 1ULL << 40;
 	h.features = 0x5;
 	h.stream_id = 0xfeedfacecafebeefULL;
 	h.mode = DMREPL__V1__MODE__MODE_SYNC;
@@ -551,6 +548,13 @@ static void pb_bytes(struct pb *p, uint32_t field, const void *v, size_t len)
 	p->n += len;
 }
 
+/* A string of protobuf bytes, NUL bytes and all: PB_STR("a\0b") */
+struct pb_str {
+	const char *s;
+	size_t n;
+};
+#define PB_STR(lit) { lit, sizeof(lit) - 1 }
+
 /* Wrap a message body as Frame field `field`, with a length prefix. */
 static size_t pb_frame(uint8_t *out, uint32_t field, const struct pb *body)
 {
@@ -654,13 +658,7 @@ static void bad_data(const char *what, uint32_t op, uint32_t flags,
 
 static Dmrepl__V1__Hello good_hello(void)
 {
-	Dmrepl__V1__Hello h = DMREPL__V1__HELLO__INIT;
-
-	h.protocol_version = 1;
-	h.node = "a";
-	h.resource = "r";
-	h.role = DMREPL__V1__ROLE__ROLE_SECONDARY;
-	return h;
+	return wire_raw_hello(1, "a", "r", DMREPL__V1__ROLE__ROLE_SECONDARY, 0);
 }
 
 static void bad_hello(const char *what, const Dmrepl__V1__Hello *h,
@@ -821,43 +819,39 @@ static void malformed_data(void)
 /* Hellos protobuf-c would not build: NUL bytes in strings, repeated fields, wide enums. */
 static void malformed_hello_raw(void)
 {
-	struct pb body = { .n = 0 };
+	static const struct {
+		const char *what;
+		struct pb_str first, node, res;	/* first: a node before node */
+		uint64_t role;			/* 0: no role field */
+		const char *reason;
+	} cases[] = {
+		{ "Hello node with a NUL", .node = PB_STR("ab\0cd"), .res = PB_STR("r"), .role = 1,
+		  .reason = "Hello node contains a NUL byte" },
+		{ "Hello resource with a NUL", .node = PB_STR("a"), .res = PB_STR("r\0"),
+		  .reason = "Hello resource contains a NUL byte" },
+		/* a bad first value hidden by a good second one */
+		{ "Hello node twice, first with a NUL", .first = PB_STR("a\0"), .node = PB_STR("a"),
+		  .res = PB_STR("r"), .role = 2, .reason = "NUL" },
+		/* an enum beyond int32: protobuf truncates to 32 bits */
+		{ "Hello role 2^40+3", .node = PB_STR("a"), .res = PB_STR("r"), .role = 1ULL << 40 | 3,
+		  .reason = "Hello role 3" },
+	};
+	struct pb body;
 
-	pb_key(&body, 1, 0);
-	pb_varint(&body, 1);
-	pb_bytes(&body, 2, "ab\0cd", 5);
-	pb_bytes(&body, 3, "r", 1);
-	pb_key(&body, 4, 0);
-	pb_varint(&body, 1);
-	expect_bad_in("Hello node with a NUL", 1, &body, -EPROTO,
-		      "Hello node contains a NUL byte");
-	body.n = 0;
-	pb_key(&body, 1, 0);
-	pb_varint(&body, 1);
-	pb_bytes(&body, 2, "a", 1);
-	pb_bytes(&body, 3, "r\0", 2);
-	expect_bad_in("Hello resource with a NUL", 1, &body, -EPROTO,
-		      "Hello resource contains a NUL byte");
-	/* a bad first value hidden by a good second one */
-	body.n = 0;
-	pb_key(&body, 1, 0);
-	pb_varint(&body, 1);
-	pb_bytes(&body, 2, "a\0", 2);
-	pb_bytes(&body, 2, "a", 1);
-	pb_bytes(&body, 3, "r", 1);
-	pb_key(&body, 4, 0);
-	pb_varint(&body, 2);
-	expect_bad_in("Hello node twice, first with a NUL", 1, &body, -EPROTO,
-		      "NUL");
-	/* an enum beyond int32: protobuf truncates to 32 bits */
-	body.n = 0;
-	pb_key(&body, 1, 0);
-	pb_varint(&body, 1);
-	pb_bytes(&body, 2, "a", 1);
-	pb_bytes(&body, 3, "r", 1);
-	pb_key(&body, 4, 0);
-	pb_varint(&body, 1ULL << 40 | 3);
-	expect_bad_in("Hello role 2^40+3", 1, &body, -EPROTO, "Hello role 3");
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		body.n = 0;
+		pb_key(&body, 1, 0);
+		pb_varint(&body, 1);
+		if (cases[i].first.s)
+			pb_bytes(&body, 2, cases[i].first.s, cases[i].first.n);
+		pb_bytes(&body, 2, cases[i].node.s, cases[i].node.n);
+		pb_bytes(&body, 3, cases[i].res.s, cases[i].res.n);
+		if (cases[i].role) {
+			pb_key(&body, 4, 0);
+			pb_varint(&body, cases[i].role);
+		}
+		expect_bad_in(cases[i].what, 1, &body, -EPROTO, cases[i].reason);
+	}
 }
 
 static void malformed_hello(void)

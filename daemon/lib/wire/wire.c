@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,66 +285,47 @@ static int error_check(const Dmrepl__V1__Error *e, char *reason, size_t rlen)
 	return 0;
 }
 
+/* protobuf-c puts the oneof's messages in a union: one pointer, whichever is set */
+_Static_assert(offsetof(Dmrepl__V1__Frame, hello) == offsetof(Dmrepl__V1__Frame, peer_bitmap),
+	       "the Frame's messages share one pointer");
+
 int wire_frame_check(const Dmrepl__V1__Frame *f, char *reason,
 		     size_t reason_len)
 {
+	if (f->msg_case == DMREPL__V1__FRAME__MSG__NOT_SET)
+		return fail(reason, reason_len, -EPROTO,
+			    "Frame carries no message");
+	if ((unsigned int)f->msg_case > DMREPL__V1__FRAME__MSG_PEER_BITMAP)
+		return fail(reason, reason_len, -EPROTO,
+			    "Frame message %d unknown", (int)f->msg_case);
+	if (!f->hello)
+		return fail(reason, reason_len, -EPROTO, "Frame message %d is NULL",
+			    (int)f->msg_case);
 	switch (f->msg_case) {
 	case DMREPL__V1__FRAME__MSG_HELLO:
-		if (!f->hello)
-			break;
 		return hello_check(f->hello, reason, reason_len);
 	case DMREPL__V1__FRAME__MSG_DATA:
-		if (!f->data)
-			break;
 		return data_check(f->data, reason, reason_len);
 	case DMREPL__V1__FRAME__MSG_ACK:
-		if (!f->ack)
-			break;
 		return ack_check(f->ack, reason, reason_len);
 	case DMREPL__V1__FRAME__MSG_SET_MODE:
-		if (!f->set_mode)
-			break;
 		if ((int)f->set_mode->mode < DMREPL__V1__MODE__MODE_ASYNC ||
 		    (int)f->set_mode->mode > DMREPL__V1__MODE__MODE_SYNC)
 			return fail(reason, reason_len, -EPROTO,
 				    "SetMode mode %d unknown",
 				    (int)f->set_mode->mode);
 		return 0;
-	case DMREPL__V1__FRAME__MSG_KEEPALIVE:
-		if (!f->keepalive)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_ERROR:
-		if (!f->error)
-			break;
 		return error_check(f->error, reason, reason_len);
-	case DMREPL__V1__FRAME__MSG_RESYNC_BEGIN:
-		if (!f->resync_begin)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_HASH_REQUEST:
-		if (!f->hash_request)
-			break;
 		return hash_request_check(f->hash_request, reason, reason_len);
-	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSH:
-		if (!f->resync_flush)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_HASH_REPLY:
-		if (!f->hash_reply)
-			break;
 		if (!f->hash_reply->n_hash || f->hash_reply->n_hash > WIRE_MAX_HASHES)
 			return fail(reason, reason_len, -EPROTO,
 				    "HashReply with %zu hashes (1..%u)",
 				    f->hash_reply->n_hash, WIRE_MAX_HASHES);
 		return 0;
-	case DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED:
-		if (!f->resync_flushed)
-			break;
-		return 0;
 	case DMREPL__V1__FRAME__MSG_PEER_BITMAP:
-		if (!f->peer_bitmap)
-			break;
 		if (f->peer_bitmap->bits.len > WIRE_MAX_BITMAP ||
 		    f->peer_bitmap->region_shift < 12 || f->peer_bitmap->region_shift > 30 ||
 		    f->peer_bitmap->first_region > (UINT64_MAX >> 4))
@@ -351,15 +333,10 @@ int wire_frame_check(const Dmrepl__V1__Frame *f, char *reason,
 				    "PeerBitmap of %zu bytes, region shift %" PRIu32,
 				    f->peer_bitmap->bits.len, f->peer_bitmap->region_shift);
 		return 0;
-	case DMREPL__V1__FRAME__MSG__NOT_SET:
-		return fail(reason, reason_len, -EPROTO,
-			    "Frame carries no message");
 	default:
-		return fail(reason, reason_len, -EPROTO,
-			    "Frame message %d unknown", (int)f->msg_case);
+		/* Keepalive, ResyncBegin, ResyncFlush, ResyncFlushed: any values */
+		return 0;
 	}
-	return fail(reason, reason_len, -EPROTO, "Frame message %d is NULL",
-		    (int)f->msg_case);
 }
 
 int wire_check_extent(const Dmrepl__V1__Data *d, uint64_t dev_sectors)
@@ -390,20 +367,26 @@ ssize_t wire_encode(const Dmrepl__V1__Frame *f, uint8_t *buf, size_t len)
 	return (ssize_t)(WIRE_HDR_SIZE + size);
 }
 
-ssize_t wire_encode_hello(uint8_t *buf, size_t len,
-			  const Dmrepl__V1__Hello *hello)
+/* msg, a message of kind c, framed and encoded (wire_encode()) */
+static ssize_t wire_encode_msg(uint8_t *buf, size_t len, Dmrepl__V1__Frame__MsgCase c,
+			       const void *msg)
 {
 	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 
-	f.msg_case = DMREPL__V1__FRAME__MSG_HELLO;
-	f.hello = (Dmrepl__V1__Hello *)hello;
+	f.msg_case = c;
+	f.hello = (void *)msg;	/* the oneof's one pointer, whichever message it is */
 	return wire_encode(&f, buf, len);
+}
+
+ssize_t wire_encode_hello(uint8_t *buf, size_t len,
+			  const Dmrepl__V1__Hello *hello)
+{
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_HELLO, hello);
 }
 
 ssize_t wire_encode_data_zstd(uint8_t *buf, size_t len,
 			      const struct dm_repl_rec *rec, uint32_t zlen)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
 
 	d.seq = rec->seq;
@@ -415,9 +398,7 @@ ssize_t wire_encode_data_zstd(uint8_t *buf, size_t len,
 	d.payload_len = zlen ? zlen : rec->data_len;
 	d.encoding = zlen ? DMREPL__V1__ENCODING__ENCODING_ZSTD :
 			    DMREPL__V1__ENCODING__ENCODING_RAW;
-	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
-	f.data = &d;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_DATA, &d);
 }
 
 ssize_t wire_encode_data(uint8_t *buf, size_t len,
@@ -429,43 +410,33 @@ ssize_t wire_encode_data(uint8_t *buf, size_t len,
 ssize_t wire_encode_ack(uint8_t *buf, size_t len, uint64_t received,
 			uint64_t written, uint64_t durable)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__Ack a = DMREPL__V1__ACK__INIT;
 
 	a.received = received;
 	a.written = written;
 	a.durable = durable;
-	f.msg_case = DMREPL__V1__FRAME__MSG_ACK;
-	f.ack = &a;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_ACK, &a);
 }
 
 ssize_t wire_encode_set_mode(uint8_t *buf, size_t len, Dmrepl__V1__Mode mode)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__SetMode m = DMREPL__V1__SET_MODE__INIT;
 
 	m.mode = mode;
-	f.msg_case = DMREPL__V1__FRAME__MSG_SET_MODE;
-	f.set_mode = &m;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_SET_MODE, &m);
 }
 
 ssize_t wire_encode_keepalive(uint8_t *buf, size_t len, uint64_t time_ns)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__Keepalive k = DMREPL__V1__KEEPALIVE__INIT;
 
 	k.time_ns = time_ns;
-	f.msg_case = DMREPL__V1__FRAME__MSG_KEEPALIVE;
-	f.keepalive = &k;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_KEEPALIVE, &k);
 }
 
 ssize_t wire_encode_resync_data_zstd(uint8_t *buf, size_t len, uint64_t sector,
 				     uint32_t nr_sectors, uint32_t zlen)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__Data d = DMREPL__V1__DATA__INIT;
 
 	d.sector = sector;
@@ -474,9 +445,7 @@ ssize_t wire_encode_resync_data_zstd(uint8_t *buf, size_t len, uint64_t sector,
 	d.payload_len = zlen ? zlen : nr_sectors * 512U;
 	d.encoding = zlen ? DMREPL__V1__ENCODING__ENCODING_ZSTD :
 			    DMREPL__V1__ENCODING__ENCODING_RAW;
-	f.msg_case = DMREPL__V1__FRAME__MSG_DATA;
-	f.data = &d;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_DATA, &d);
 }
 
 ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
@@ -487,50 +456,40 @@ ssize_t wire_encode_resync_data(uint8_t *buf, size_t len, uint64_t sector,
 
 ssize_t wire_encode_resync_begin(uint8_t *buf, size_t len, uint64_t id, bool full)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__ResyncBegin m = DMREPL__V1__RESYNC_BEGIN__INIT;
 
 	m.id = id;
 	m.full = full;
-	f.msg_case = DMREPL__V1__FRAME__MSG_RESYNC_BEGIN;
-	f.resync_begin = &m;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_RESYNC_BEGIN, &m);
 }
 
 ssize_t wire_encode_hash_request(uint8_t *buf, size_t len, uint64_t id,
 				 uint64_t sector, uint32_t nr_sectors,
 				 uint32_t block_sectors)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__HashRequest m = DMREPL__V1__HASH_REQUEST__INIT;
 
 	m.id = id;
 	m.sector = sector;
 	m.nr_sectors = nr_sectors;
 	m.block_sectors = block_sectors;
-	f.msg_case = DMREPL__V1__FRAME__MSG_HASH_REQUEST;
-	f.hash_request = &m;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_HASH_REQUEST, &m);
 }
 
 ssize_t wire_encode_resync_flush(uint8_t *buf, size_t len, uint64_t id, bool done,
 				 uint64_t gen)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__ResyncFlush m = DMREPL__V1__RESYNC_FLUSH__INIT;
 
 	m.id = id;
 	m.done = done;
 	m.gen = gen;
-	f.msg_case = DMREPL__V1__FRAME__MSG_RESYNC_FLUSH;
-	f.resync_flush = &m;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_RESYNC_FLUSH, &m);
 }
 
 ssize_t wire_encode_hash_reply(uint8_t *buf, size_t len, uint64_t id,
 			       const uint64_t *hash, size_t n)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__HashReply m = DMREPL__V1__HASH_REPLY__INIT;
 
 	if (!n || n > WIRE_MAX_HASHES)
@@ -538,15 +497,12 @@ ssize_t wire_encode_hash_reply(uint8_t *buf, size_t len, uint64_t id,
 	m.id = id;
 	m.n_hash = n;
 	m.hash = (uint64_t *)hash;
-	f.msg_case = DMREPL__V1__FRAME__MSG_HASH_REPLY;
-	f.hash_reply = &m;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_HASH_REPLY, &m);
 }
 
 ssize_t wire_encode_peer_bitmap(uint8_t *buf, size_t len, uint64_t first_region,
 				uint32_t region_shift, const uint8_t *bits, size_t nbytes, bool last)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__PeerBitmap m = DMREPL__V1__PEER_BITMAP__INIT;
 
 	if (nbytes > WIRE_MAX_BITMAP)
@@ -556,26 +512,20 @@ ssize_t wire_encode_peer_bitmap(uint8_t *buf, size_t len, uint64_t first_region,
 	m.bits.data = (uint8_t *)bits;
 	m.bits.len = nbytes;
 	m.last = last;
-	f.msg_case = DMREPL__V1__FRAME__MSG_PEER_BITMAP;
-	f.peer_bitmap = &m;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_PEER_BITMAP, &m);
 }
 
 ssize_t wire_encode_resync_flushed(uint8_t *buf, size_t len, uint64_t id)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__ResyncFlushed m = DMREPL__V1__RESYNC_FLUSHED__INIT;
 
 	m.id = id;
-	f.msg_case = DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED;
-	f.resync_flushed = &m;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_RESYNC_FLUSHED, &m);
 }
 
 ssize_t wire_encode_error(uint8_t *buf, size_t len,
 			  Dmrepl__V1__Error__Code code, const char *reason)
 {
-	Dmrepl__V1__Frame f = DMREPL__V1__FRAME__INIT;
 	Dmrepl__V1__Error e = DMREPL__V1__ERROR__INIT;
 	char text[WIRE_MAX_REASON + 1];
 	size_t n = reason ? strlen(reason) : 0;
@@ -598,9 +548,7 @@ ssize_t wire_encode_error(uint8_t *buf, size_t len,
 	}
 	e.code = code;
 	e.reason = text;
-	f.msg_case = DMREPL__V1__FRAME__MSG_ERROR;
-	f.error = &e;
-	return wire_encode(&f, buf, len);
+	return wire_encode_msg(buf, len, DMREPL__V1__FRAME__MSG_ERROR, &e);
 }
 
 /* ---- raw scan of a frame ------------------------------------------------ */

@@ -40,6 +40,13 @@ static struct replica *admin_peer(struct primary *pri, struct json_object *req, 
 	return rp;
 }
 
+/* The peers or their modes changed: the target's mode, release and ack follow. */
+static void admin_peers_changed(struct primary *pri)
+{
+	stream_update_kernel_mode(pri);
+	stream_update_ring(pri);
+}
+
 static void admin_set_peer_mode(struct replica *rp, enum peer_mode mode)
 {
 	struct peer *p = &rp->conn;
@@ -77,8 +84,7 @@ static int admin_cmd_set_mode(void *ctx, struct json_object *req, char *err, siz
 		return -EINVAL;
 	}
 	admin_set_peer_mode(rp, pm);
-	stream_update_kernel_mode(pri);
-	stream_update_ring(pri);
+	admin_peers_changed(pri);
 	return 0;
 }
 
@@ -102,8 +108,7 @@ static int admin_cmd_connect(void *ctx, struct json_object *req, char *err, size
 		log_info("%s: peer %s: disconnected by the administrator", pri->resource,
 			 p->cfg.name);
 	}
-	stream_update_kernel_mode(pri);
-	stream_update_ring(pri);
+	admin_peers_changed(pri);
 	return 0;
 }
 
@@ -151,7 +156,7 @@ const struct ctl_command admin_commands[] = {
 	{ .name = "disconnect", .fn = admin_cmd_connect },
 	{ .name = "resync", .fn = admin_cmd_resync },
 	{ .name = "verify", .fn = admin_cmd_resync },
-	{ .name = "discard-my-data", .refuse = "discard-my-data is for a secondary: make this node secondary first" },
+	CTL_PRIMARY_REFUSALS,
 	{ .name = NULL },
 };
 
@@ -227,8 +232,7 @@ int admin_reload(struct primary *pri, const struct config *n)
 	pri->nr_replicas = k;
 	stream_assign_slots(pri);
 	/* the manager makes n the configuration once this returns */
-	stream_update_kernel_mode(pri);
-	stream_update_ring(pri);
+	admin_peers_changed(pri);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "loop.h"
+#include "macro.h"
 #include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
@@ -28,19 +29,15 @@ extern char **environ;
 
 const char *fence_state_name(enum fence_state s)
 {
-	switch (s) {
-	case FENCE_NONE:
-		return "none";
-	case FENCE_FENCING:
-		return "fencing";
-	case FENCE_FENCED:
-		return "fenced";
-	case FENCE_UNFENCING:
-		return "unfencing";
-	case FENCE_FAILED:
-		return "failed";
-	}
-	return "?";
+	static const char *const names[] = {
+		[FENCE_NONE] = "none",
+		[FENCE_FENCING] = "fencing",
+		[FENCE_FENCED] = "fenced",
+		[FENCE_UNFENCING] = "unfencing",
+		[FENCE_FAILED] = "failed",
+	};
+
+	return NAME_OF(names, s);
 }
 
 void fence_init(struct fence *f)

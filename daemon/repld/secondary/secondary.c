@@ -293,15 +293,9 @@ static int secondary_cmd_discard(void *ctx, struct json_object *req, char *err, 
 	return 0;
 }
 
-#define SECONDARY_NO_PEERS "this node is a secondary: peers are managed on the primary"
-
 static const struct ctl_command secondary_commands[] = {
 	{ .name = "discard-my-data", .fn = secondary_cmd_discard },
-	{ .name = "set-mode", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "connect", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "disconnect", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "resync", .refuse = SECONDARY_NO_PEERS },
-	{ .name = "verify", .refuse = SECONDARY_NO_PEERS },
+	CTL_SECONDARY_REFUSALS,
 	{ .name = NULL },
 };
 
