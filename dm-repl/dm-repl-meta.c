@@ -523,6 +523,15 @@ static u64 md_need_round(struct repl_meta *m, u64 first, u64 end)
 	return need;
 }
 
+/* Regions [first, *end) clipped to the bitmap; false: none left, or no metadata. */
+static bool md_clip(const struct repl_meta *m, u64 first, u64 *end)
+{
+	if (!m)
+		return false;
+	*end = min(*end, m->nr_regions);
+	return first < *end;
+}
+
 /*
  * Before a write to regions [first, end) reaches the disk, their bits must
  * be durable.  Returns 0 when they are, else the metadata round the write
@@ -536,10 +545,7 @@ u64 repl_meta_intent(struct repl_meta *m, u64 first, u64 end)
 	unsigned long flags;
 	u64 x, xend, k, need = 0;
 
-	if (!m)
-		return 0;
-	end = min(end, m->nr_regions);
-	if (first >= end)
+	if (!md_clip(m, first, &end))
 		return 0;
 	spin_lock_irqsave(&m->lock, flags);
 	if (m->failed)
@@ -601,10 +607,7 @@ void repl_meta_set_dirty(struct repl_meta *m, u64 first, u64 end)
 {
 	unsigned long flags;
 
-	if (!m)
-		return;
-	end = min(end, m->nr_regions);
-	if (first >= end)
+	if (!md_clip(m, first, &end))
 		return;
 	spin_lock_irqsave(&m->lock, flags);
 	if (!m->failed) {
@@ -643,10 +646,7 @@ void repl_meta_clear_dirty(struct repl_meta *m, u64 first, u64 end)
 	bool dirtied = false;
 	u64 w;
 
-	if (!m)
-		return;
-	end = min(end, m->nr_regions);
-	if (first >= end)
+	if (!md_clip(m, first, &end))
 		return;
 	spin_lock_irqsave(&m->lock, flags);
 	if (m->failed)
