@@ -766,53 +766,64 @@ static void malformed_not_protobuf(void)
 	expect_bad_in("a group inside Ack", 3, &body, -EPROTO, "does not parse");
 }
 
+/* Data headers, each refused for its reason; the encoder refuses each too. */
 static void malformed_data(void)
 {
+	static const struct {
+		const char *what;
+		uint32_t op, flags;
+		uint64_t sector;
+		uint32_t nr, payload_len;
+		int want;
+		const char *reason;
+	} cases[] = {
+		{ "Data op 0", 0, 0, 0, 1, 512, -EPROTO, "Data op 0 unknown" },
+		{ "Data GAP with an extent", DM_REPL_OP_GAP, 0, 8, 8, 0, -EPROTO,
+		  "GAP with sector 8" },
+		{ "Data op 6", 6, 0, 0, 1, 0, -EPROTO, "Data op 6 unknown" },
+		{ "Data op 2^32-1", UINT32_MAX, 0, 0, 1, 0, -EPROTO, "unknown" },
+		{ "Data unknown flag", DM_REPL_OP_WRITE, 4, 0, 1, 512, -EPROTO,
+		  "Data flags 0x4 has unknown bits" },
+		{ "Data flag 2^31", DM_REPL_OP_FLUSH, 1U << 31, 0, 0, 0, -EPROTO, "unknown bits" },
+		{ "WRITE of 0 sectors", DM_REPL_OP_WRITE, 0, 0, 0, 0, -EPROTO,
+		  "WRITE of 0 sectors" },
+		{ "WRITE of 2049 sectors", DM_REPL_OP_WRITE, 0, 0, 2049, 2049 * 512, -EMSGSIZE,
+		  "WRITE of 2049 sectors exceeds 2048" },
+		{ "WRITE of 2^32-1 sectors", DM_REPL_OP_WRITE, 0, 0, UINT32_MAX, 512, -EMSGSIZE,
+		  "exceeds 2048" },
+		{ "WRITE payload_len short", DM_REPL_OP_WRITE, 0, 0, 16, 4096, -EPROTO,
+		  "Data payload_len 4096 does not match nr_sectors 16" },
+		{ "WRITE payload_len long", DM_REPL_OP_WRITE, 0, 0, 1, 513, -EPROTO,
+		  "payload_len 513 does not match nr_sectors 1" },
+		{ "WRITE payload_len 0", DM_REPL_OP_WRITE, 0, 0, 1, 0, -EPROTO,
+		  "payload_len 0 does not match" },
+		{ "WRITE payload_len overflowing", DM_REPL_OP_WRITE, 0, 0, 2048, UINT32_MAX, -EPROTO,
+		  "does not match" },
+		{ "FLUSH with sectors", DM_REPL_OP_FLUSH, 0, 0, 1, 0, -EPROTO,
+		  "FLUSH with sector 0, nr_sectors 1" },
+		{ "FLUSH with a sector", DM_REPL_OP_FLUSH, 0, 5, 0, 0, -EPROTO,
+		  "FLUSH with sector 5" },
+		{ "FLUSH with a payload", DM_REPL_OP_FLUSH, 0, 0, 0, 512, -EPROTO,
+		  "payload_len 512" },
+		{ "DISCARD of 0 sectors", DM_REPL_OP_DISCARD, 0, 8, 0, 0, -EPROTO,
+		  "DISCARD of 0 sectors" },
+		{ "DISCARD with a payload", DM_REPL_OP_DISCARD, 0, 8, 1, 512, -EPROTO,
+		  "DISCARD with payload_len 512" },
+		{ "WRITE_ZEROES of 0 sectors", DM_REPL_OP_WRITE_ZEROES, 0, 8, 0, 0, -EPROTO,
+		  "WRITE_ZEROES of 0 sectors" },
+		{ "WRITE_ZEROES with a payload", DM_REPL_OP_WRITE_ZEROES, 0, 8, 1, 512, -EPROTO,
+		  "WRITE_ZEROES with payload_len 512" },
+		{ "WRITE extent wraps", DM_REPL_OP_WRITE, 0, UINT64_MAX - 3, 8, 4096, -EPROTO,
+		  "overflows" },
+		{ "DISCARD extent wraps", DM_REPL_OP_DISCARD, 0, UINT64_MAX, UINT32_MAX, 0, -EPROTO,
+		  "overflows" },
+		{ "WRITE beyond 2^63 bytes", DM_REPL_OP_WRITE, 0, WIRE_MAX_DEV_SECTORS - 7, 8, 4096, -EPROTO,
+		  "overflows" },
+	};
 
-	/* Data */
-	bad_data("Data op 0", 0, 0, 0, 1, 512, -EPROTO, "Data op 0 unknown");
-	bad_data("Data GAP with an extent", DM_REPL_OP_GAP, 0, 8, 8, 0, -EPROTO, "GAP with sector 8");
-	bad_data("Data op 6", 6, 0, 0, 1, 0, -EPROTO, "Data op 6 unknown");
-	bad_data("Data op 2^32-1", UINT32_MAX, 0, 0, 1, 0, -EPROTO,
-		 "unknown");
-	bad_data("Data unknown flag", DM_REPL_OP_WRITE, 4, 0, 1, 512, -EPROTO,
-		 "Data flags 0x4 has unknown bits");
-	bad_data("Data flag 2^31", DM_REPL_OP_FLUSH, 1U << 31, 0, 0, 0,
-		 -EPROTO, "unknown bits");
-	bad_data("WRITE of 0 sectors", DM_REPL_OP_WRITE, 0, 0, 0, 0, -EPROTO,
-		 "WRITE of 0 sectors");
-	bad_data("WRITE of 2049 sectors", DM_REPL_OP_WRITE, 0, 0, 2049,
-		 2049 * 512, -EMSGSIZE, "WRITE of 2049 sectors exceeds 2048");
-	bad_data("WRITE of 2^32-1 sectors", DM_REPL_OP_WRITE, 0, 0,
-		 UINT32_MAX, 512, -EMSGSIZE, "exceeds 2048");
-	bad_data("WRITE payload_len short", DM_REPL_OP_WRITE, 0, 0, 16, 4096,
-		 -EPROTO, "Data payload_len 4096 does not match nr_sectors 16");
-	bad_data("WRITE payload_len long", DM_REPL_OP_WRITE, 0, 0, 1, 513,
-		 -EPROTO, "payload_len 513 does not match nr_sectors 1");
-	bad_data("WRITE payload_len 0", DM_REPL_OP_WRITE, 0, 0, 1, 0,
-		 -EPROTO, "payload_len 0 does not match");
-	bad_data("WRITE payload_len overflowing", DM_REPL_OP_WRITE, 0, 0,
-		 2048, UINT32_MAX, -EPROTO, "does not match");
-	bad_data("FLUSH with sectors", DM_REPL_OP_FLUSH, 0, 0, 1, 0, -EPROTO,
-		 "FLUSH with sector 0, nr_sectors 1");
-	bad_data("FLUSH with a sector", DM_REPL_OP_FLUSH, 0, 5, 0, 0, -EPROTO,
-		 "FLUSH with sector 5");
-	bad_data("FLUSH with a payload", DM_REPL_OP_FLUSH, 0, 0, 0, 512,
-		 -EPROTO, "payload_len 512");
-	bad_data("DISCARD of 0 sectors", DM_REPL_OP_DISCARD, 0, 8, 0, 0,
-		 -EPROTO, "DISCARD of 0 sectors");
-	bad_data("DISCARD with a payload", DM_REPL_OP_DISCARD, 0, 8, 1, 512,
-		 -EPROTO, "DISCARD with payload_len 512");
-	bad_data("WRITE_ZEROES of 0 sectors", DM_REPL_OP_WRITE_ZEROES, 0, 8, 0,
-		 0, -EPROTO, "WRITE_ZEROES of 0 sectors");
-	bad_data("WRITE_ZEROES with a payload", DM_REPL_OP_WRITE_ZEROES, 0, 8,
-		 1, 512, -EPROTO, "WRITE_ZEROES with payload_len 512");
-	bad_data("WRITE extent wraps", DM_REPL_OP_WRITE, 0, UINT64_MAX - 3, 8,
-		 4096, -EPROTO, "overflows");
-	bad_data("DISCARD extent wraps", DM_REPL_OP_DISCARD, 0, UINT64_MAX,
-		 UINT32_MAX, 0, -EPROTO, "overflows");
-	bad_data("WRITE beyond 2^63 bytes", DM_REPL_OP_WRITE, 0,
-		 WIRE_MAX_DEV_SECTORS - 7, 8, 4096, -EPROTO, "overflows");
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		bad_data(cases[i].what, cases[i].op, cases[i].flags, cases[i].sector, cases[i].nr,
+			 cases[i].payload_len, cases[i].want, cases[i].reason);
 }
 
 /* Hello */
@@ -854,48 +865,56 @@ static void malformed_hello_raw(void)
 	}
 }
 
+/* Hellos that differ from a good one in one field, each refused for its reason. */
 static void malformed_hello(void)
 {
-	Dmrepl__V1__Hello h;
+	enum { H_VERSION, H_NODE, H_RESOURCE, H_ROLE, H_MODE, H_SECTORS };
+	static const struct {
+		const char *what;
+		int field;
+		const char *s;		/* node, resource; NULL: n times 'n' */
+		int64_t n;		/* the number set */
+		const char *reason;
+	} cases[] = {
+		{ "Hello version 0", H_VERSION, NULL, 0, "Hello protocol_version 0" },
+		{ "Hello empty node", H_NODE, "", 0, "Hello node (0 bytes)" },
+		{ "Hello node of 65 bytes", H_NODE, NULL, 65, "Hello node (65 bytes)" },
+		{ "Hello node with a space", H_NODE, "a b", 0, "Hello node (3 bytes)" },
+		{ "Hello node not ASCII", H_NODE, "caf\xc3\xa9", 0, "Hello node" },
+		{ "Hello resource with a slash", H_RESOURCE, "r/0", 0, "Hello resource (3 bytes)" },
+		{ "Hello empty resource", H_RESOURCE, "", 0, "Hello resource (0 bytes)" },
+		{ "Hello role unspecified", H_ROLE, NULL, DMREPL__V1__ROLE__ROLE_UNSPECIFIED,
+		  "Hello role 0" },
+		{ "Hello role 3", H_ROLE, NULL, 3, "Hello role 3" },
+		{ "Hello role -1", H_ROLE, NULL, -1, "Hello role -1" },
+		{ "Hello mode 3", H_MODE, NULL, 3, "Hello mode 3 unknown" },
+		{ "Hello device_sectors 2^64-1", H_SECTORS, NULL, -1, "device_sectors" },
+	};
 
-	h = good_hello();
-	h.protocol_version = 0;
-	bad_hello("Hello version 0", &h, "Hello protocol_version 0");
-	h = good_hello();
-	h.node = "";
-	bad_hello("Hello empty node", &h, "Hello node (0 bytes)");
-	h = good_hello();
-	memset(malformed_big, 'n', 65);
-	malformed_big[65] = '\0';
-	h.node = malformed_big;
-	bad_hello("Hello node of 65 bytes", &h, "Hello node (65 bytes)");
-	h = good_hello();
-	h.node = "a b";
-	bad_hello("Hello node with a space", &h, "Hello node (3 bytes)");
-	h = good_hello();
-	h.node = "caf\xc3\xa9";
-	bad_hello("Hello node not ASCII", &h, "Hello node");
-	h = good_hello();
-	h.resource = "r/0";
-	bad_hello("Hello resource with a slash", &h, "Hello resource (3 bytes)");
-	h = good_hello();
-	h.resource = "";
-	bad_hello("Hello empty resource", &h, "Hello resource (0 bytes)");
-	h = good_hello();
-	h.role = DMREPL__V1__ROLE__ROLE_UNSPECIFIED;
-	bad_hello("Hello role unspecified", &h, "Hello role 0");
-	h = good_hello();
-	h.role = (Dmrepl__V1__Role)3;
-	bad_hello("Hello role 3", &h, "Hello role 3");
-	h = good_hello();
-	h.role = (Dmrepl__V1__Role)-1;
-	bad_hello("Hello role -1", &h, "Hello role -1");
-	h = good_hello();
-	h.mode = (Dmrepl__V1__Mode)3;
-	bad_hello("Hello mode 3", &h, "Hello mode 3 unknown");
-	h = good_hello();
-	h.device_sectors = UINT64_MAX;
-	bad_hello("Hello device_sectors 2^64-1", &h, "device_sectors");
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		Dmrepl__V1__Hello h = good_hello();
+		const char *str = cases[i].s;
+		int64_t n = cases[i].n;
+
+		if (!str && cases[i].field == H_NODE) {
+			memset(malformed_big, 'n', (size_t)n);
+			malformed_big[n] = '\0';
+			str = malformed_big;
+		}
+		if (cases[i].field == H_VERSION)
+			h.protocol_version = (uint32_t)n;
+		else if (cases[i].field == H_NODE)
+			h.node = (char *)str;
+		else if (cases[i].field == H_RESOURCE)
+			h.resource = (char *)str;
+		else if (cases[i].field == H_ROLE)
+			h.role = (Dmrepl__V1__Role)n;
+		else if (cases[i].field == H_MODE)
+			h.mode = (Dmrepl__V1__Mode)n;
+		else
+			h.device_sectors = (uint64_t)n;
+		bad_hello(cases[i].what, &h, cases[i].reason);
+	}
 	malformed_hello_raw();
 }
 
