@@ -102,7 +102,8 @@ else
 	echo "=== host chain: builds, host suites (nice 10), cluster, package, system"
 	other_builds
 	NICE="nice -n 10"
-	[ -z "$asan_ok" ] || run "$B-asan" --suite unit --suite integration
+	# three at once: most integration tests wait more than they compute
+	[ -z "$asan_ok" ] || run "$B-asan" --num-processes 3 --suite unit --suite integration
 	FUZZ_TIME=${FUZZ_TIME:-20}
 	export FUZZ_TIME
 	[ -z "$clang_ok" ] || run "$B-clang" --suite unit --suite fuzz

@@ -18,6 +18,10 @@ cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	# the ports free_port held for this test ($$: the test's shell, in $(...) too)
+	for p in "$B"/itest/.ports/*/pid; do
+		[ "$(cat "$p" 2>/dev/null)" != "$$" ] || rm -rf "${p%/pid}"
+	done
 }
 trap cleanup EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
@@ -41,14 +45,21 @@ inns() { ip netns exec "$NS" "$@"; }
 
 # free_port : a TCP port no socket uses now, below the ephemeral range
 # (32768 and up by default: a port there can be taken by any outgoing
-# connection, e.g. the thousands it-connflood makes, before repld binds it)
+# connection, e.g. the thousands it-connflood makes, before repld binds it),
+# and held for this test until it exits (tests run side by side: another
+# one must not pick it before repld binds it)
 free_port() {
 	local p lo
 	read -r lo _ < /proc/sys/net/ipv4/ip_local_port_range
 	((lo > 21000)) || lo=32768
+	mkdir -p "$B/itest/.ports"
 	while :; do
 		p=$((20000 + RANDOM % (lo - 20000)))
-		ss -Htan "sport = :$p" | grep -q . || { echo "$p"; return; }
+		ss -Htan "sport = :$p" | grep -q . && continue
+		mkdir "$B/itest/.ports/$p" 2>/dev/null || continue
+		echo "$$" > "$B/itest/.ports/$p/pid"
+		echo "$p"
+		return
 	done
 }
 
