@@ -40,8 +40,7 @@ for w in "seq1M-qd8 write 1M 8" "rand4k-qd32 randwrite 4k 32"; do
 		r=$((r + 1))
 	done
 done
-[ "$(repl_st rb state)" = ok ] || fail "repl device state $(repl_st rb state) after the runs"
-[ "$(repl_st rb overflows)" = 0 ] || fail "ring overflowed during the benchmark"
+repl_expect rb "after the runs" state=ok overflows=0
 log "repl: $(dmsetup status rb)"
 consumer_stop
 dmsetup remove rb

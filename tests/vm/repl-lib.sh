@@ -21,6 +21,19 @@ repl_st() {
 	}'
 }
 
+# repl_expect NAME WHEN FIELD=VALUE... : each FIELD of NAME's status
+# (repl_st) is VALUE, or the test fails saying what it is instead (WHEN,
+# e.g. "after the resume", begins the message; it may be empty)
+repl_expect() {
+	_re_dev=$1 _re_when=$2
+	shift 2
+	for _re_fv; do
+		_re_got=$(repl_st "$_re_dev" "${_re_fv%%=*}")
+		[ "$_re_got" = "${_re_fv#*=}" ] ||
+			fail "${_re_when:+$_re_when: }$_re_dev ${_re_fv%%=*} is $_re_got, expected ${_re_fv#*=}"
+	done
+}
+
 # repl_events NAME : the device's event counter
 repl_events() {
 	dmsetup info -c --noheadings -o events "$1" | tr -d ' '

@@ -25,8 +25,7 @@ for mode in async sync; do
 		--verify=crc32c --verify_fatal=1 --do_verify=1 --randrepeat=0 \
 		--eta=never --output=/tmp/fio.$mode.txt || { cat /tmp/fio.$mode.txt; fail "$mode: fio verify"; }
 	grep -q "err= 0" /tmp/fio.$mode.txt || fail "$mode: fio reported errors"
-	[ "$(repl_st r0 state)" = ok ] || fail "$mode: state $(repl_st r0 state)"
-	[ "$(repl_st r0 oos)" = 0 ] || fail "$mode: out-of-sync bytes"
+	repl_expect r0 "$mode" state=ok oos=0
 	log "$mode: $(dmsetup status r0)"
 	consumer_stop
 	dmsetup remove r0

@@ -34,18 +34,13 @@ bgwrite 100
 sleep 12
 log "12 s after a sync write with the secondary stopped: $(dmsetup status r0)"
 [ -e /tmp/done.100 ] && fail "on-peer-loss = block: the write completed while the secondary was stopped"
-[ "$(repl_st r0 held)" = 1 ] || fail "held $(repl_st r0 held), expected 1"
-[ "$(repl_st r0 state)" = ok ] || fail "state $(repl_st r0 state), expected ok (not degraded)"
-[ "$(repl_st r0 timeouts)" = 0 ] || fail "hold_timeouts $(repl_st r0 timeouts)"
-[ "$(repl_st r0 oos)" = 0 ] || fail "oos $(repl_st r0 oos)"
+repl_expect r0 "while the secondary is stopped" held=1 state=ok timeouts=0 oos=0
 kill -CONT "$BETA"
 wait_for 40 "[ -e /tmp/done.100 ]" || { tail /tmp/alpha.log; fail "write not completed after SIGCONT"; }
 ms=$(($(now_ms) - t0))
 log "the held write completed $ms ms after it was issued"
 [ "$ms" -lt 60000 ] || fail "completed by the 60 s timeout, not by the secondary ($ms ms)"
-[ "$(repl_st r0 state)" = ok ] || fail "state $(repl_st r0 state) after the secondary came back"
-[ "$(repl_st r0 timeouts)" = 0 ] || fail "hold_timeouts $(repl_st r0 timeouts) after the secondary came back"
-[ "$(repl_st r0 oos)" = 0 ] || fail "oos $(repl_st r0 oos) after the secondary came back"
+repl_expect r0 "after the secondary came back" state=ok timeouts=0 oos=0
 wait_for 20 "[ \"\$(st '.peers[0].durable')\" = \"\$(repl_st r0 head)\" ]" ||
 	fail "secondary did not make everything durable"
 repld_stop
