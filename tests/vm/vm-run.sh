@@ -32,6 +32,9 @@ usage: vm-run.sh [options] <guest-script> [args...]
   --env NAME=VALUE  export NAME=VALUE to the guest script (repeatable)
   --qmp PATH        a QMP socket at PATH (unix, server) for the caller, e.g.
                     to throttle the disks (block_set_io_throttle, d0 d1 ...)
+  --alone           no two-guest test boots beside this one (a test that
+                    times what the guest does): it waits for and holds
+                    $DMREPL_BUILD_DIR/pair.lock, the lock those tests take
 env: DMREPL_BUILD_DIR (required), DMREPL_SRC_DIR (required),
      DMREPL_REQUIRE_VM=1 (missing qemu/kernel fails instead of skipping),
      KVER (guest kernel), ACCEL=auto|tcg|kvm (default auto),
@@ -58,7 +61,7 @@ elapsed() { awk -v a="$1" -v b="${2:-$(now)}" 'BEGIN { printf "%.1f", b - a }'; 
 shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 
 # ---- options
-MEM=2048 SMP=2 DISKS=2 DISK_SIZE=1G TIMEOUT=600 NAME= QMP=
+MEM=2048 SMP=2 DISKS=2 DISK_SIZE=1G TIMEOUT=600 NAME= QMP= ALONE=0
 GUEST_ENV=()
 while (($#)); do
 	case $1 in
@@ -86,6 +89,7 @@ while (($#)); do
 		shift
 		set -- "$opt" "$val" "$@"
 		;;
+	--alone) ALONE=1; shift ;;
 	-h | --help) usage; exit 0 ;;
 	--) shift; break ;;
 	-*) usage >&2; die "unknown option $1" ;;
@@ -113,6 +117,10 @@ if [[ ! -f $SCRIPT && $SCRIPT != */* && -f $SRC/tests/vm/$SCRIPT ]]; then
 fi
 [[ -f $SCRIPT ]] || die "guest script $SCRIPT not found"
 SCRIPT=$(realpath -- "$SCRIPT")
+if ((ALONE)); then
+	exec {plock}>"$BUILD/pair.lock"
+	flock "$plock"
+fi
 
 # ---- prerequisites (missing -> skip, or fail with DMREPL_REQUIRE_VM=1)
 for tool in qemu-system-x86_64 cpio gzip modprobe flock timeout truncate; do
