@@ -9,10 +9,13 @@
  *   repl-tcprr server [--port P] [--size BYTES] [--tls SUITE]
  *	accept one connection; for every BYTES read, answer one byte; exit
  *	when the client closes
- *   repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W] [--tls SUITE]
- *	W + N requests to 127.0.0.1:P (TCP_NODELAY), time the last N; prints
- *	"requests=N bytes=BYTES seconds=S MB/s=R ms=M" (MB = 10^6 bytes, ms
- *	per request)
+ *   repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W] [--depth D]
+ *		      [--tls SUITE]
+ *	W + N requests to 127.0.0.1:P (TCP_NODELAY), up to D of them (1 by
+ *	default) sent before their answer came, time the last N; prints
+ *	"requests=N bytes=BYTES seconds=S MB/s=R ms=M p50_us=L p99_us=L99"
+ *	(MB = 10^6 bytes, ms per request; L and L99 the median and the 99th
+ *	percentile of a request's time from its first byte sent to its answer)
  *
  * With --tls both ends speak TLS 1.3 with the suite SUITE (OpenSSL's name)
  * and a pre-shared key built in (the cost of the records is measured, not
@@ -40,6 +43,7 @@
 #include "tool.h"
 
 #define MAX_SIZE	(64UL << 20)
+#define MAX_DEPTH	256U
 
 static SSL_SESSION *tls_psk;
 
@@ -52,9 +56,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: repl-tcprr server [--port P] [--size BYTES] [--tls SUITE]\n"
-		"       repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W] [--tls SUITE]\n"
-		"defaults: port 7999, size 1048576 (1 to %lu), count 40, warmup 3\n",
-		MAX_SIZE);
+		"       repl-tcprr client [--port P] [--size BYTES] [--count N] [--warmup W] [--depth D]\n"
+		"                         [--tls SUITE]\n"
+		"defaults: port 7999, size 1048576 (1 to %lu), count 40, warmup 3, depth 1 (1 to %u)\n",
+		MAX_SIZE, MAX_DEPTH);
 }
 
 static bool parse_ul(const char *s, unsigned long min, unsigned long max,
@@ -206,43 +211,76 @@ static int run_server(struct sockaddr_in *sa, char *buf, size_t size, const char
 	return 0;
 }
 
-static int run_client(struct sockaddr_in *sa, char *buf, size_t size,
-		      unsigned long count, unsigned long warmup, const char *tls)
+static int cmp_double(const void *a, const void *b)
 {
-	struct conn c = { -1, NULL };
-	double t0 = 0, t;
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Request i is sent once fewer than depth are unanswered; answers come in
+ * order, so the oldest unanswered request is answered next.
+ */
+static int client_requests(struct conn *c, char *buf, size_t size, unsigned long total,
+			   unsigned long depth, double *sent, double *lat)
+{
+	unsigned long next = 0, done = 0;
 	char ack;
+	int r;
+
+	while (done < total) {
+		if (next < total && next - done < depth) {
+			sent[next % depth] = now_s();
+			r = xfer(c, buf, size, true);
+			next++;
+		} else {
+			r = xfer(c, &ack, 1, false);
+			lat[done] = now_s() - sent[done % depth];
+			done++;
+		}
+		if (r < 0) {
+			fprintf(stderr, "repl-tcprr: request %lu: %s\n", done, strerror(-r));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int run_client(struct sockaddr_in *sa, char *buf, size_t size, unsigned long count,
+		      unsigned long warmup, unsigned long depth, const char *tls)
+{
+	double *sent = calloc(depth, sizeof(double)), *lat = calloc(count, sizeof(double));
+	struct conn c = { -1, NULL };
+	double t0, t;
+	int r = 1;
 
 	c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c.fd < 0 || nodelay(c.fd) < 0 ||
+	if (!sent || !lat || c.fd < 0 || nodelay(c.fd) < 0 ||
 	    connect(c.fd, (struct sockaddr *)sa, sizeof(*sa)) < 0) {
 		fprintf(stderr, "repl-tcprr: connect to port %u: %s\n",
 			ntohs(sa->sin_port), strerror(errno));
-		return 1;
+		goto out;
 	}
-	if (tls && tls_start(&c, tls, false) < 0) {
-		conn_close(&c);
-		return 1;
-	}
-	for (unsigned long i = 0; i < warmup + count; i++) {
-		int r;
-
-		if (i == warmup)
-			t0 = now_s();
-		r = xfer(&c, buf, size, true);
-		if (r == 0)
-			r = xfer(&c, &ack, 1, false);
-		if (r < 0) {
-			fprintf(stderr, "repl-tcprr: request %lu: %s\n", i, strerror(-r));
-			conn_close(&c);
-			return 1;
-		}
-	}
+	if (tls && tls_start(&c, tls, false) < 0)
+		goto out;
+	/* the warmup, then the timed requests, each at the same depth */
+	if (warmup && client_requests(&c, buf, size, warmup, depth, sent, lat) < 0)
+		goto out;
+	t0 = now_s();
+	if (client_requests(&c, buf, size, count, depth, sent, lat) < 0)
+		goto out;
 	t = now_s() - t0;
+	qsort(lat, count, sizeof(*lat), cmp_double);
+	printf("requests=%lu bytes=%zu seconds=%.3f MB/s=%.3f ms=%.3f p50_us=%.0f p99_us=%.0f\n",
+	       count, size, t, (double)count * (double)size / t / 1e6, t / (double)count * 1e3,
+	       lat[count / 2] * 1e6, lat[count * 99 / 100] * 1e6);
+	r = 0;
+out:
 	conn_close(&c);
-	printf("requests=%lu bytes=%zu seconds=%.3f MB/s=%.3f ms=%.3f\n", count, size,
-	       t, (double)count * (double)size / t / 1e6, t / (double)count * 1e3);
-	return 0;
+	free(sent);
+	free(lat);
+	return r;
 }
 
 int main(int argc, char **argv)
@@ -252,11 +290,12 @@ int main(int argc, char **argv)
 		{ "size", required_argument, NULL, 's' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
+		{ "depth", required_argument, NULL, 'd' },
 		{ "tls", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	unsigned long port = 7999, size = 1UL << 20, count = 40, warmup = 3;
+	unsigned long port = 7999, size = 1UL << 20, count = 40, warmup = 3, depth = 1;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	const char *mode, *tls = NULL;
 	char *buf;
@@ -278,6 +317,9 @@ int main(int argc, char **argv)
 		case 'w':
 			ok = parse_ul(optarg, 0, 1000000, &warmup);
 			break;
+		case 'd':
+			ok = parse_ul(optarg, 1, MAX_DEPTH, &depth);
+			break;
 		case 't':
 			tls = optarg;
 			break;
@@ -291,7 +333,7 @@ int main(int argc, char **argv)
 		if (!ok) {
 			fprintf(stderr, "repl-tcprr: bad value for --%s: %s\n",
 				c == 'p' ? "port" : c == 's' ? "size" :
-				c == 'n' ? "count" : "warmup", optarg);
+				c == 'n' ? "count" : c == 'd' ? "depth" : "warmup", optarg);
 			return 2;
 		}
 	}
@@ -316,7 +358,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "server"))
 		r = run_server(&sa, buf, size, tls);
 	else
-		r = run_client(&sa, buf, size, count, warmup, tls);
+		r = run_client(&sa, buf, size, count, warmup, depth, tls);
 	SSL_SESSION_free(tls_psk);
 	free(buf);
 	return r;
