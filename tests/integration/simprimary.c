@@ -7,6 +7,7 @@
  *       [--max-kb K] [--region-mb R] [--flush-every M] [--fua-every M]
  *       [--discard-every M] [--ring-records N] [--check PEER=FILE]...
  *       [--rate-ms M] [--hold-ms M] [--gap-at I [--unlogged N]] [--finish-ms M]
+ *       [--bs-kb K] [--qd N]
  *
  * It runs repld's manager in this process with a memory ring
  * (libreplring's producer side, the same layout and rules as the kernel),
@@ -28,6 +29,11 @@
  *
  * --gap-at I logs a GAP record before operation I (1-based), as the
  * target does after an overflow.
+ *
+ * For the benchmarks: --bs-kb K makes every write K KiB; --qd N (without
+ * --check) lets up to N sync writes wait for their acknowledgment at once,
+ * as N bios in flight do in the target.  The summary then says how many
+ * writes per second were acknowledged.
  *
  * When all operations are logged, it waits until every peer acknowledged
  * everything (or 60 s), stops the manager, prints a summary and exits
@@ -77,6 +83,11 @@ struct sim {
 	unsigned int compressible;	/* percent of each 4 KiB block that is text */
 	unsigned int linger_ms;		/* in sync: stay this long (status readable) */
 	uint64_t *lat_us;		/* each sync wait's latency, acked_waits of them */
+	uint64_t bs_kb;			/* --bs-kb: every write this size; 0: random */
+	uint64_t qd;			/* --qd: sync writes waiting at once */
+	uint64_t *t_log;		/* ... when each of them was logged, in us */
+	uint64_t lat_next;		/* the next record whose latency is noted */
+	uint64_t t_first, t_end;	/* the first write logged, the last acknowledged (us) */
 	struct check checks[MAX_CHECKS];
 	unsigned int nr_checks;
 	atomic_bool sync;		/* the "target's" mode, set by the manager */
@@ -257,6 +268,41 @@ static void sim_wait_ack(struct sim *s, uint64_t seq, uint64_t off, const void *
 }
 
 /*
+ * --qd N: record seq was just logged; wait (as the target holds the bios)
+ * until at most N - 1 records wait for their acknowledgment, or with
+ * drain until none does, noting the latency of each record acknowledged
+ * meanwhile, from when it was logged to when its ack was seen.  A wait
+ * longer than the hold timeout is counted, and ends the wait.
+ */
+static void sim_window(struct sim *s, uint64_t seq, bool drain)
+{
+	uint64_t deadline = mono_ms() + s->hold_ms, acked, now;
+
+	if (s->lat_next == UINT64_MAX)
+		s->lat_next = seq;
+	if (!drain)
+		s->t_log[seq % s->qd] = mono_us();
+	for (;;) {
+		acked = ring_mem_acked(s->ring);
+		now = mono_us();
+		for (; s->lat_next < acked && s->lat_next <= seq; s->lat_next++) {
+			if (s->acked_waits < s->count)
+				s->lat_us[s->acked_waits] = now - s->t_log[s->lat_next % s->qd];
+			s->acked_waits++;
+		}
+		if (drain ? acked > seq : seq + 1 - acked < s->qd)
+			return;
+		if (!atomic_load(&s->sync) || atomic_load(&s->done))
+			return;
+		if (mono_ms() >= deadline) {
+			s->hold_timeouts++;
+			return;
+		}
+		ring_mem_wait_kick(s->ring, 50);
+	}
+}
+
+/*
  * --compressible PCT: the first PCT% of every 4 KiB block of a payload
  * becomes text (write i's number over and over), which zstd shrinks; the
  * rest stays pseudo-random, which it cannot.
@@ -285,7 +331,8 @@ static void *sim_producer(void *arg)
 	for (i = 0; i < s->count && !atomic_load(&s->failed); i++) {
 		uint64_t a = mix64(s->seed * 0x9e3779b97f4a7c15ULL + 2 * i + 1);
 		uint64_t b = mix64(s->seed * 0x9e3779b97f4a7c15ULL + 2 * i + 2);
-		uint64_t nblk = 1 + a % (s->max_kb * 1024 / BLOCK), off;
+		uint64_t nblk = s->bs_kb ? s->bs_kb * 1024 / BLOCK : 1 + a % (s->max_kb * 1024 / BLOCK);
+		uint64_t off;
 		uint16_t op = DM_REPL_OP_WRITE, flags = 0;
 		uint32_t len;
 		int r;
@@ -340,11 +387,18 @@ static void *sim_producer(void *arg)
 			break;
 		}
 		s->last_seq = seq;
-		if (atomic_load(&s->sync))
+		if (!s->t_first)
+			s->t_first = mono_us();
+		if (atomic_load(&s->sync) && s->qd > 1)
+			sim_window(s, seq, false);
+		else if (atomic_load(&s->sync))
 			sim_wait_ack(s, seq, off, op == DM_REPL_OP_WRITE ? buf : NULL, len);
 		if (s->rate_ms)
 			usleep(s->rate_ms * 1000);
 	}
+	if (s->qd > 1 && atomic_load(&s->sync) && s->count)
+		sim_window(s, s->last_seq, true);
+	s->t_end = mono_us();
 	free(buf);
 	atomic_store(&s->done, true);
 	return NULL;
@@ -466,6 +520,8 @@ int main(int argc, char **argv)
 		{ "finish-ms", required_argument, NULL, 'W' },
 		{ "compressible", required_argument, NULL, 'Z' },
 		{ "linger-ms", required_argument, NULL, 'I' },
+		{ "bs-kb", required_argument, NULL, 'B' },
+		{ "qd", required_argument, NULL, 'Q' },
 		{ 0 },
 	};
 	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
@@ -499,6 +555,8 @@ int main(int argc, char **argv)
 		case 'Z': s.compressible = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'I': s.linger_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'L': s.unlogged = strtoull(optarg, NULL, 0); break;
+		case 'B': s.bs_kb = strtoull(optarg, NULL, 0); break;
+		case 'Q': s.qd = strtoull(optarg, NULL, 0); break;
 		case 'C': {
 			const char *eq = strchr(optarg, '=');
 
@@ -519,8 +577,11 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!cfgpath || !dev || !s.max_kb || s.max_kb > 1024 || s.max_kb % 4) {
-		fprintf(stderr, "repl-simprimary: -c and --dev are required; --max-kb 4..1024, a multiple of 4\n");
+	if (s.bs_kb)
+		s.max_kb = s.bs_kb;
+	if (!cfgpath || !dev || !s.max_kb || s.max_kb > 1024 || s.max_kb % 4 || s.qd > 1024 ||
+	    (s.qd > 1 && s.nr_checks)) {
+		fprintf(stderr, "repl-simprimary: -c and --dev are required; --max-kb and --bs-kb 4..1024, a multiple of 4; --qd up to 1024, not with --check\n");
 		return 2;
 	}
 	log_setup("repld(sim)", getenv("SIM_DEBUG") != NULL);
@@ -560,6 +621,10 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	s.lat_us = calloc(s.count ? s.count : 1, sizeof(*s.lat_us));
+	s.t_log = calloc(s.qd ? s.qd : 1, sizeof(*s.t_log));
+	s.lat_next = UINT64_MAX;
+	if (!s.lat_us || !s.t_log)
+		return 2;
 	if (pthread_create(&prod, NULL, sim_producer, &s) ||
 	    pthread_create(&fin, NULL, sim_finisher, &s))
 		return 2;
@@ -570,6 +635,12 @@ int main(int argc, char **argv)
 	pthread_join(prod, NULL);
 	pthread_join(fin, NULL);
 	sim_print_latency(&s);
+	if (s.t_end > s.t_first && s.acked_waits)
+		printf("repl-simprimary: %" PRIu64 " sync writes of %" PRIu64 " KiB at queue depth %" PRIu64
+		       " in %.3f s: %.0f writes/s, %.1f MB/s\n", s.acked_waits, s.bs_kb ? s.bs_kb : s.max_kb,
+		       s.qd ? s.qd : 1, (double)(s.t_end - s.t_first) / 1e6,
+		       (double)s.acked_waits * 1e6 / (double)(s.t_end - s.t_first),
+		       (double)s.acked_waits * (double)(s.bs_kb * 1024) / (double)(s.t_end - s.t_first));
 	printf("repl-simprimary: %" PRIu64 " operations, last record %" PRIu64
 	       ", sync waits %" PRIu64 ", checked %" PRIu64 ", hold timeouts %" PRIu64
 	       ", ring full too long %" PRIu64 ", mode changes %u: %s\n", s.count, s.last_seq,
@@ -577,5 +648,6 @@ int main(int argc, char **argv)
 	       atomic_load(&s.mode_changes),
 	       atomic_load(&s.failed) ? "FAILED" : "ok");
 	free(s.lat_us);
+	free(s.t_log);
 	return atomic_load(&s.failed) ? 1 : 0;
 }
