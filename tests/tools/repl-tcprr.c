@@ -285,55 +285,47 @@ out:
 
 int main(int argc, char **argv)
 {
+	unsigned long port = 7999, size = 1UL << 20, count = 40, warmup = 3, depth = 1;
+	/* the numeric options: their bounds, where they go */
+	const struct {
+		const char *name;
+		unsigned long min, max, *v;
+	} num[] = {
+		{ "port", 1, 65535, &port },
+		{ "size", 1, MAX_SIZE, &size },
+		{ "count", 1, 1000000, &count },
+		{ "warmup", 0, 1000000, &warmup },
+		{ "depth", 1, MAX_DEPTH, &depth },
+	};
 	static const struct option opts[] = {
-		{ "port", required_argument, NULL, 'p' },
-		{ "size", required_argument, NULL, 's' },
-		{ "count", required_argument, NULL, 'n' },
-		{ "warmup", required_argument, NULL, 'w' },
-		{ "depth", required_argument, NULL, 'd' },
+		{ "port", required_argument, NULL, 0 },
+		{ "size", required_argument, NULL, 1 },
+		{ "count", required_argument, NULL, 2 },
+		{ "warmup", required_argument, NULL, 3 },
+		{ "depth", required_argument, NULL, 4 },
 		{ "tls", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	unsigned long port = 7999, size = 1UL << 20, count = 40, warmup = 3, depth = 1;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	const char *mode, *tls = NULL;
 	char *buf;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		bool ok = true;
-
-		switch (c) {
-		case 'p':
-			ok = parse_ul(optarg, 1, 65535, &port);
-			break;
-		case 's':
-			ok = parse_ul(optarg, 1, MAX_SIZE, &size);
-			break;
-		case 'n':
-			ok = parse_ul(optarg, 1, 1000000, &count);
-			break;
-		case 'w':
-			ok = parse_ul(optarg, 0, 1000000, &warmup);
-			break;
-		case 'd':
-			ok = parse_ul(optarg, 1, MAX_DEPTH, &depth);
-			break;
-		case 't':
+		if (c >= 0 && c < (int)(sizeof(num) / sizeof(num[0]))) {
+			if (!parse_ul(optarg, num[c].min, num[c].max, num[c].v)) {
+				fprintf(stderr, "repl-tcprr: bad value for --%s: %s\n", num[c].name,
+					optarg);
+				return 2;
+			}
+		} else if (c == 't') {
 			tls = optarg;
-			break;
-		case 'h':
+		} else if (c == 'h') {
 			usage(stdout);
 			return 0;
-		default:
+		} else {
 			usage(stderr);
-			return 2;
-		}
-		if (!ok) {
-			fprintf(stderr, "repl-tcprr: bad value for --%s: %s\n",
-				c == 'p' ? "port" : c == 's' ? "size" :
-				c == 'n' ? "count" : c == 'd' ? "depth" : "warmup", optarg);
 			return 2;
 		}
 	}
