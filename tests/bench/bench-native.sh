@@ -2,8 +2,10 @@
 # Benchmark (not a test): the user-space sync path natively on the host, free
 # of the emulator.  repld's primary role with its ring consumer, fed by a
 # producer thread on a memory ring that holds each write until its
-# acknowledgment as the target holds the bio (repl-simprimary), ships
-# sync writes over loopback to a secondary repld, which writes them with
+# acknowledgment as the target holds the bio (repl-simprimary --bench: one
+# payload made once and no local write, so that what the stand-in does
+# itself stays out of the rate), ships sync writes over loopback to a
+# secondary repld, which writes them with
 # libaio and O_DIRECT to a file in /dev/shm (a disk that costs about a
 # memory copy).  The floor: plain TCP request/response over loopback with
 # the same sizes at the same depth, a one-byte answer for each request
@@ -72,7 +74,7 @@ repl() {
 	PIDS+=("$sec")
 	wait_for 5 "ss -Htln 'sport = :$p' | grep -q ." || { cat beta.log; fail "the secondary did not listen"; }
 	"$SIM" -c alpha.conf --dev alpha.img --region-mb 256 --seed "$RANDOM" --count "$3" \
-		--bs-kb "$1" --qd "$2" --finish-ms 20000 > sim.out 2>&1 ||
+		--bs-kb "$1" --qd "$2" --bench --finish-ms 20000 > sim.out 2>&1 ||
 		{ tail -n 20 sim.out; fail "repl-simprimary failed"; }
 	kill "$sec"
 	wait "$sec" || true

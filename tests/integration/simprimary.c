@@ -7,7 +7,7 @@
  *       [--max-kb K] [--region-mb R] [--flush-every M] [--fua-every M]
  *       [--discard-every M] [--ring-records N] [--check PEER=FILE]...
  *       [--rate-ms M] [--hold-ms M] [--gap-at I [--unlogged N]] [--finish-ms M]
- *       [--bs-kb K] [--qd N]
+ *       [--bs-kb K] [--qd N] [--bench]
  *
  * It runs repld's manager in this process with a memory ring
  * (libreplring's producer side, the same layout and rules as the kernel),
@@ -33,7 +33,10 @@
  * For the benchmarks: --bs-kb K makes every write K KiB; --qd N (without
  * --check) lets up to N sync writes wait for their acknowledgment at once,
  * as N bios in flight do in the target.  The summary then says how many
- * writes per second were acknowledged.
+ * writes per second were acknowledged.  --bench keeps the producer's own
+ * work out of that rate: every write's payload is generated once, and
+ * the local write is left out (the target's runs beside the ring, not
+ * before it); the primary's file then does not hold what was written.
  *
  * When all operations are logged, it waits until every peer acknowledged
  * everything (or 60 s), stops the manager, prints a summary and exits
@@ -84,6 +87,7 @@ struct sim {
 	unsigned int linger_ms;		/* in sync: stay this long (status readable) */
 	uint64_t *lat_us;		/* each sync wait's latency, acked_waits of them */
 	uint64_t bs_kb;			/* --bs-kb: every write this size; 0: random */
+	bool bench;			/* --bench: one payload, no local write */
 	uint64_t qd;			/* --qd: sync writes waiting at once */
 	uint64_t *t_log;		/* ... when each of them was logged, in us */
 	uint64_t lat_next;		/* the next record whose latency is noted */
@@ -375,9 +379,11 @@ static void *sim_producer(void *arg)
 		} else {
 			if (every(s->fua_every, i))
 				flags |= DM_REPL_F_FUA;
-			pattern_fill(s->seed, i, off, buf, len);
-			sim_compressible(s, i, buf, len);
-			if (pwrite(s->dev_fd, buf, len, (off_t)off) != (ssize_t)len)
+			if (!s->bench || !i) {
+				pattern_fill(s->seed, i, off, buf, len);
+				sim_compressible(s, i, buf, len);
+			}
+			if (!s->bench && pwrite(s->dev_fd, buf, len, (off_t)off) != (ssize_t)len)
 				goto io_error;
 			r = sim_log(s, op, flags, off >> 9, len >> 9, buf, len, &seq);
 		}
@@ -522,6 +528,7 @@ int main(int argc, char **argv)
 		{ "linger-ms", required_argument, NULL, 'I' },
 		{ "bs-kb", required_argument, NULL, 'B' },
 		{ "qd", required_argument, NULL, 'Q' },
+		{ "bench", no_argument, NULL, 'b' },
 		{ 0 },
 	};
 	struct sim s = { .seed = 1, .count = 1000, .max_kb = 64, .region = 64ULL << 20,
@@ -557,6 +564,7 @@ int main(int argc, char **argv)
 		case 'L': s.unlogged = strtoull(optarg, NULL, 0); break;
 		case 'B': s.bs_kb = strtoull(optarg, NULL, 0); break;
 		case 'Q': s.qd = strtoull(optarg, NULL, 0); break;
+		case 'b': s.bench = true; break;
 		case 'C': {
 			const char *eq = strchr(optarg, '=');
 
@@ -580,8 +588,8 @@ int main(int argc, char **argv)
 	if (s.bs_kb)
 		s.max_kb = s.bs_kb;
 	if (!cfgpath || !dev || !s.max_kb || s.max_kb > 1024 || s.max_kb % 4 || s.qd > 1024 ||
-	    (s.qd > 1 && s.nr_checks)) {
-		fprintf(stderr, "repl-simprimary: -c and --dev are required; --max-kb and --bs-kb 4..1024, a multiple of 4; --qd up to 1024, not with --check\n");
+	    (s.qd > 1 && s.nr_checks) || (s.bench && (!s.bs_kb || s.nr_checks))) {
+		fprintf(stderr, "repl-simprimary: -c and --dev are required; --max-kb and --bs-kb 4..1024, a multiple of 4; --qd up to 1024, not with --check; --bench with --bs-kb, not with --check\n");
 		return 2;
 	}
 	log_setup("repld(sim)", getenv("SIM_DEBUG") != NULL);
