@@ -7,7 +7,7 @@ set -eu
 src=$1 stage=$2 kdir=$3 out=$4
 mkdir -p "$stage/include/uapi/linux"
 for f in Kbuild dm-repl-target.c dm-repl-ring.c dm-repl-dev.c dm-repl-meta.c \
-	dm-repl-core.h; do
+	dm-repl-core.h dm-repl-trace.h; do
 	cmp -s "$src/$f" "$stage/$f" 2>/dev/null || cp "$src/$f" "$stage/$f"
 done
 h=include/uapi/linux/dm-repl.h

@@ -43,6 +43,9 @@
 
 #include "dm-repl-core.h"
 
+#define CREATE_TRACE_POINTS
+#include "dm-repl-trace.h"
+
 static LIST_HEAD(repl_rings);
 static DEFINE_MUTEX(repl_rings_lock);
 static atomic_t repl_copy_turn = ATOMIC_INIT(0);
@@ -249,6 +252,7 @@ static void ring_commit(struct repl_ring *ring, u64 seq)
 {
 	struct dm_repl_ring_hdr *hdr = ring->hdr;
 	u64 old = ring->prod;
+	bool woke = false;
 
 	__set_bit(ring_slot(ring, seq), ring->slot_done);
 	while (ring->prod < ring->reserved &&
@@ -267,8 +271,11 @@ static void ring_commit(struct repl_ring *ring, u64 seq)
 	 * of prod_seq (and with the smp_mb() in repl_poll()).
 	 */
 	smp_mb();
-	if (READ_ONCE(hdr->read_seq) == old)
+	if (READ_ONCE(hdr->read_seq) == old) {
 		wake_up(&ring->poll_wq);
+		woke = true;
+	}
+	trace_repl_publish(ring->prod, woke);
 }
 
 /* ring->lock held: the local write of records [seq, seq + nr) is complete. */
@@ -508,6 +515,7 @@ static void ring_copy_work(struct work_struct *work)
 	 * again, not even for its condition.
 	 */
 	const u32 nr = pb->nr_recs;
+	const u64 seq = pb->seq;
 	bool complete = false;
 	u32 i, len;
 
@@ -531,8 +539,10 @@ static void ring_copy_work(struct work_struct *work)
 		}
 		spin_unlock_irq(&ring->lock);
 	}
-	if (complete)
+	if (complete) {
+		trace_repl_complete(seq, nr);
 		bio_endio(bio);
+	}
 }
 
 /*
@@ -616,6 +626,7 @@ int repl_ring_log(struct repl_ring *ring, struct bio *bio,
 		spin_lock_irq(&ring->lock);
 	}
 	pb->seq = seq;
+	trace_repl_logged(seq, pb->nr_recs, pb->sector);
 	if (!len) {
 		ring_fill(ring, seq, op, flags, pb->sector, pb->nr_sectors, off, 0);
 	} else {
@@ -766,6 +777,7 @@ static void ring_complete_list(struct repl_ring *ring, struct list_head *list,
 		list_del_init(&pb->held);
 		if (mark)
 			repl_ring_mark_dirty(ring, pb->sector, pb->nr_sectors);
+		trace_repl_complete(pb->seq, pb->nr_recs);
 		/* Re-enters repl_end_io(), which sees RB_RELEASED. */
 		bio_endio(dm_bio_from_per_bio_data(pb, sizeof(*pb)));
 	}
@@ -866,6 +878,8 @@ int repl_ring_end_io(struct repl_ring *ring, struct repl_bio *pb,
 		r = DM_ENDIO_INCOMPLETE;
 	}
 	spin_unlock_irqrestore(&ring->lock, flags);
+	if (r == DM_ENDIO_DONE)
+		trace_repl_complete(pb->seq, pb->nr_recs);
 	return r;
 }
 
@@ -974,6 +988,7 @@ int repl_ring_kick(struct repl_ring *ring)
 	if (ack < ring->acked || ack > ring->prod) {
 		bad = true;
 	} else if (ack > ring->acked) {
+		trace_repl_ack(ack);
 		ring->acked = ack;
 		ring->acked_jif = jiffies;
 		ring_take_held(ring, &done, false, false);

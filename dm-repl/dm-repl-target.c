@@ -18,6 +18,7 @@
 #include <linux/slab.h>
 
 #include "dm-repl-core.h"
+#include "dm-repl-trace.h"
 
 #define REPL_DEFAULT_RING_MB		64U
 #define REPL_MIN_RING_MB		4U
@@ -426,6 +427,7 @@ static int repl_map(struct dm_target *ti, struct bio *bio)
 
 	pb->sector = bio_sectors(bio) ? bio->bi_iter.bi_sector : 0;
 	pb->nr_sectors = bio_sectors(bio);
+	trace_repl_map(op, pb->sector, pb->nr_sectors);
 	pb->mapped = jiffies;
 	pb->hold_jiffies = msecs_to_jiffies(READ_ONCE(rc->hold_timeout_ms));
 	return repl_ring_log(rc->ring, bio, pb, op, flags,

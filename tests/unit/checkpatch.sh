@@ -54,6 +54,10 @@ check() {
 # without exceptions.
 check --ignore BIT_MACRO -- include/uapi/linux/dm-repl.h
 check -- dm-repl-core.h dm-repl-dev.c dm-repl-meta.c dm-repl-ring.c dm-repl-target.c
+# The tracepoints are laid out as the kernel's own (include/trace/events/):
+# TRACE_EVENT's arguments one per line, and TRACE_INCLUDE_FILE a bare
+# file name with dashes.
+check --ignore OPEN_ENDED_LINE,PARENTHESIS_ALIGNMENT,SPACING -- dm-repl-trace.h
 if [ "$problems" -ne 0 ]; then
 	echo "checkpatch: problems found"
 	exit 1

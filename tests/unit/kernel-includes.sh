@@ -2,7 +2,8 @@
 # The kernel tree stands alone: dm-repl/ includes its own files and the
 # kernel's, and shares one file with the daemon, the uapi header
 # (dm-repl/include/uapi/linux/dm-repl.h).  Nothing under daemon/ may reach
-# the module: no quoted include outside dm-repl/, no -I outside it.
+# the module: no quoted include outside dm-repl/, no -I outside it (its
+# own directory and the uapi header's).
 # Usage: kernel-includes.sh <source root>
 set -eu
 [ $# -eq 1 ] || { echo "usage: $0 <source root>" >&2; exit 2; }
@@ -25,7 +26,7 @@ for f in "$k"/*.c "$k"/*.h; do
 		esac
 	done
 done > "${TMPDIR:-/tmp}/kinc.$$"
-grep -oE -- ' -I[^ ]+' "$k/Kbuild" | grep -v -- '^ -I$(src)/include/uapi$' |
+grep -oE -- ' -I[^ ]+' "$k/Kbuild" | grep -v -e '^ -I$(src)/include/uapi$' -e '^ -I$(src)$' |
 	sed 's/^ */  Kbuild: /' >> "${TMPDIR:-/tmp}/kinc.$$" || true
 if [ -s "${TMPDIR:-/tmp}/kinc.$$" ]; then
 	echo "the kernel tree includes what is not its own:"
