@@ -24,6 +24,7 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "tracemark.h"
 
 #ifndef REPL_VERSION
 #define REPL_VERSION "unknown"
@@ -356,6 +357,7 @@ static int run(int argc, char **argv)
 	if (r <= 0)
 		return r;
 	log_setup("repld", o.debug);
+	tracemark_init();
 	r = config_file(argc, argv, &o, path, sizeof(path));
 	if (r < 0)
 		return r;

@@ -31,6 +31,7 @@
 #include "macro.h"
 #include "peer.h"
 #include "sock.h"
+#include "tracemark.h"
 
 #define PEER_IOV	(2 * 64)
 /*
@@ -327,8 +328,10 @@ static void peer_sent(struct peer *p, size_t sent)
 		if (p->off < total)
 			break;
 		p->off -= total;
-		if (e->seq != UINT64_MAX)
+		if (e->seq != UINT64_MAX) {
 			p->records_sent++;
+			tracemark('P', "sent", e->seq);
+		}
 		if (e->zend)
 			p->ztail = e->zend;
 		p->queued_bytes -= total;

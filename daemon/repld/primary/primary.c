@@ -23,6 +23,7 @@
 #include "peerbits.h"
 #include "primary.h"
 #include "ring.h"
+#include "tracemark.h"
 
 static struct primary *primary_of(struct role *r)
 {
@@ -83,6 +84,7 @@ static void frame_peer_bitmap(struct replica *rp, const Dmrepl__V1__Frame *f)
 
 static void frame_ack(struct replica *rp, const Dmrepl__V1__Frame *f)
 {
+	tracemark('P', "ack", f->ack->written);
 	if (!stream_ack(rp, f->ack->received, f->ack->written, f->ack->durable))
 		peer_close(&rp->conn, "invalid acknowledgment");
 	else
@@ -192,6 +194,7 @@ static void primary_ring_event(struct ev *ev, uint32_t events)
 {
 	struct primary *pri = container_of(ev, struct primary, ev_ring);
 
+	tracemark('P', "wake", -1);
 	if (events & EPOLLPRI) {
 		uint32_t seq = ring_state_seq(pri->ring), st = ring_state(pri->ring);
 

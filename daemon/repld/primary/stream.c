@@ -37,6 +37,7 @@
 #include "primary.h"
 #include "ring.h"
 #include "tcpinfo.h"
+#include "tracemark.h"
 
 /* When record seq was queued to the peer, in us; 0: not among the last STREAM_LAT_RING. */
 static uint64_t stream_queued_at_us(const struct replica *rp, uint64_t seq)
@@ -505,6 +506,7 @@ static void stream_fill(struct replica *rp, uint64_t prod)
 		else
 			peer_queue_payload(p, hdr, (size_t)n, payload, len, rp->cursor, true);
 		rp->lat[rp->cursor % STREAM_LAT_RING] = (struct stream_lat) { rp->cursor, now_us };
+		tracemark('P', "read", rp->cursor);
 		rp->cursor++;
 		if (z > 0 && (zin += len) >= STREAM_ZFILL_BYTES)
 			return;		/* to the socket first */

@@ -21,6 +21,7 @@
 #include "macro.h"
 #include "sock.h"
 #include "secondary.h"
+#include "tracemark.h"
 
 static bool frame_hello(struct secondary *s, struct conn *c, struct wire_msg *msg)
 {
@@ -198,6 +199,7 @@ void frames_apply_event(struct ev *ev, uint32_t events)
 	if (!s->apply)
 		return;
 	r = apply_run(s->apply);
+	tracemark('S', "reaped", -1);
 	if (r < 0) {
 		log_error_errno(r, "%s: writing %s", s->resource, s->env->cfg->device);
 		if (c)

@@ -18,6 +18,7 @@
 #include "rsnap.h"
 #include "sock.h"
 #include "secondary.h"
+#include "tracemark.h"
 
 /*
  * Does the device here reach sector @end?  A replica extended while repld
@@ -191,6 +192,7 @@ void records_send_ack(struct secondary *s)
 	c->out_len += (size_t)n;
 	c->acked = p;
 	conn_flush(c);
+	tracemark('S', "acksent", p.written);
 }
 
 int records_engine_stop(struct secondary *s)
@@ -311,6 +313,7 @@ void records_apply(struct secondary *s)
 	if (s->apply && apply_run(s->apply) < 0 && s->conn)
 		conn_send_error(s->conn, DMREPL__V1__ERROR__CODE__CODE_IO,
 				"write to the device failed");
+	tracemark('S', "reaped", -1);
 }
 
 /* A record's buffer back to the engine, and the connection refused. */
@@ -431,6 +434,7 @@ static void records_data(struct secondary *s, struct conn *c, const struct wire_
 				"cannot queue the record");
 		return;
 	}
+	tracemark('S', "recv", d->seq);
 	x->lnext++;
 }
 
