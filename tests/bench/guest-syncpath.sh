@@ -4,7 +4,10 @@
 # the 4k qd1 write latency on the raw disk and through the repl device,
 # then traces one second of the same workload (ftrace: syscalls, block
 # requests) and follows each write through the hand-offs (syncpath.py).
-# Tracing slows every step; the shares are what the trace is for.
+# Tracing slows every step; the shares are what the trace is for.  Then
+# STAGE_SECONDS more traced seconds, on the module's tracepoints and
+# repld's trace marks, follow each write stage by stage from its bio to its
+# completion (syncstages.py): the median and p99 of every stage.
 # Then, in ROUNDS interleaved rounds: the raw disk; dm-linear over it (what
 # stacking any device-mapper target costs); the ring alone, a repl
 # device in sync mode whose consumer (repl-ringtest dump) acknowledges
@@ -24,6 +27,7 @@
 
 RUNTIME=${RUNTIME:-8}
 ROUNDS=${ROUNDS:-3}
+STAGE_SECONDS=${STAGE_SECONDS:-4}
 T=/sys/kernel/tracing
 R=/tmp/syncpath
 mkdir -p $R
@@ -80,6 +84,27 @@ FIO=$(sed -n 's/^ *fio-\([0-9]*\) .*sys_enter: NR 209 .*/\1/p' /tmp/syncpath.txt
 python3 "$DMREPL_SRC_DIR/tests/bench/syncpath.py" /tmp/syncpath.txt "$FIO" "$ALPHA" "$BETA" \
 	"$(devno /dev/vda)" "$(devno /dev/vdb)" || fail "syncpath.py"
 [ "$(repl_st r0 state)" = ok ] || fail "repl device state $(repl_st r0 state) after the runs"
+
+# Stage by stage: the module's tracepoints and repld's trace marks (much
+# lighter than tracing every system call), in STAGE_SECONDS traced seconds;
+# repld restarted with its marks on, the device and its peer kept.
+repld_stop
+export REPLD_TRACE_MARKS=1
+repld_start
+unset REPLD_TRACE_MARKS
+[ -d $T/events/dm_repl ] || fail "no dm_repl tracepoints in the module"
+EVENTS='dm_repl block/block_rq_issue block/block_rq_complete'
+for e in $EVENTS; do echo 1 > "$T/events/$e/enable"; done
+lat /dev/mapper/r0 $((STAGE_SECONDS + 4)) > /dev/null &
+F=$!
+sleep 3; echo > $T/trace; echo 1 > $T/tracing_on; sleep "$STAGE_SECONDS"; echo 0 > $T/tracing_on
+wait $F
+cat $T/trace > /tmp/syncstages.txt
+for e in $EVENTS; do echo 0 > "$T/events/$e/enable"; done
+echo > $T/trace
+python3 "$DMREPL_SRC_DIR/tests/bench/syncstages.py" /tmp/syncstages.txt \
+	"$(devno /dev/vdb)" "$(devno /dev/vda)" || fail "syncstages.py"
+[ "$(repl_st r0 state)" = ok ] || fail "repl device state $(repl_st r0 state) after the stages"
 repld_stop
 dmsetup remove r0
 
