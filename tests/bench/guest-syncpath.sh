@@ -7,7 +7,8 @@
 # Tracing slows every step; the shares are what the trace is for.  Then
 # STAGE_SECONDS more traced seconds, on the module's tracepoints and
 # repld's trace marks, follow each write stage by stage from its bio to its
-# completion (syncstages.py): the median and p99 of every stage.
+# completion (syncstages.py): the median and p99 of every stage.  Both
+# traces are kept in the run's out/ (syncpath.txt, syncstages.txt).
 # Then, in ROUNDS interleaved rounds: the raw disk; dm-linear over it (what
 # stacking any device-mapper target costs); the ring alone, a repl
 # device in sync mode whose consumer (repl-ringtest dump) acknowledges
@@ -77,6 +78,7 @@ F=$!
 sleep 3; echo > $T/trace; echo 1 > $T/tracing_on; sleep 1; echo 0 > $T/tracing_on
 wait $F
 cat $T/trace > /tmp/syncpath.txt
+cp /tmp/syncpath.txt "$DMREPL_OUT/" || true	# kept in the run's out/
 for e in $EVENTS; do echo 0 > "$T/events/$e/enable"; done
 echo > $T/trace
 FIO=$(sed -n 's/^ *fio-\([0-9]*\) .*sys_enter: NR 209 .*/\1/p' /tmp/syncpath.txt | head -1)
@@ -100,6 +102,7 @@ F=$!
 sleep 3; echo > $T/trace; echo 1 > $T/tracing_on; sleep "$STAGE_SECONDS"; echo 0 > $T/tracing_on
 wait $F
 cat $T/trace > /tmp/syncstages.txt
+cp /tmp/syncstages.txt "$DMREPL_OUT/" || true
 for e in $EVENTS; do echo 0 > "$T/events/$e/enable"; done
 echo > $T/trace
 python3 "$DMREPL_SRC_DIR/tests/bench/syncstages.py" /tmp/syncstages.txt \
