@@ -67,6 +67,13 @@ throttle_serve() {
 #                  vm-run.sh's own status (77: skipped, ...)
 #   --no-throttle  no QMP socket and nobody polling it: for a bench whose
 #                  figure is a timing that must see the host idle
+# The guest's clock is the TSC (DMREPL_VM_APPEND, tsc=reliable unless
+# set otherwise; empty: the kernel's choice).  Under TCG the kernel finds
+# the two vCPUs' TSCs out of step at boot and falls back to the HPET, each
+# read of which is a trip into QEMU under its global lock: a
+# clock_gettime() becomes a system call of about 0.9 us, and the kernel's
+# own clock reads (TCP, the block layer) slow down with it.  A server
+# reads its TSC, in user space too (2026-12-07-bench-syncpath-stages).
 # BENCH_DRY_RUN=1 prints the vm-run.sh command line (env and arguments,
 # shell-quoted) instead of running it.
 bench_run() {
@@ -85,6 +92,7 @@ bench_run() {
 	name=bench-$1 disks=$2
 	shift 2
 	cmd=(env DMREPL_BUILD_DIR="$B" DMREPL_SRC_DIR="$SRC" DMREPL_REQUIRE_VM=1
+		DMREPL_VM_APPEND="${DMREPL_VM_APPEND-tsc=reliable}"
 		"$SRC/tests/vm/vm-run.sh" --name "$name" --disks "$disks")
 	[[ -z $throttle ]] || cmd+=(--qmp "$B/$name.qmp")
 	cmd+=("$@")

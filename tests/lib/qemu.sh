@@ -23,7 +23,8 @@
 #                                until PATTERN is in FILE (0), PID has gone
 #                                (2) or SECONDS have passed (1)
 #
-# QEMU_APPEND is the kernel command line every guest starts from. The caller
+# QEMU_APPEND is the kernel command line every guest starts from (plus
+# DMREPL_VM_APPEND from the environment). The caller
 # defines missing MSG (skip, or fail with DMREPL_REQUIRE_VM=1); errors here
 # exit 1 with "qemu: ERROR: ...".
 # shellcheck shell=bash
@@ -44,6 +45,9 @@ QEMU_VM_DIR=$(cd "$QEMU_LIB_DIR/../vm" && pwd)
 # loops it checks.
 QEMU_APPEND="console=ttyS0 panic=-1 loglevel=4 printk.time=1 no_timer_check"
 QEMU_APPEND+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
+# DMREPL_VM_APPEND: more of it, for a caller that wants a guest set up
+# otherwise (the benchmarks: tsc=reliable, see bench-lib.sh)
+QEMU_APPEND+="${DMREPL_VM_APPEND:+ $DMREPL_VM_APPEND}"
 
 qemu_die() { echo "qemu: ERROR: $*" >&2; exit 1; }
 

@@ -39,6 +39,7 @@ env: DMREPL_BUILD_DIR (required), DMREPL_SRC_DIR (required),
      DMREPL_REQUIRE_VM=1 (missing qemu/kernel fails instead of skipping),
      KVER (guest kernel), ACCEL=auto|tcg|kvm (default auto),
      TCG_CPU (the guest CPU under TCG, default max,-erms),
+     DMREPL_VM_APPEND (more of the guest kernel's command line),
      DMREPL_VM_BOOT_LIMIT (90: seconds to the script's start; a boot that
      takes longer is stopped and booted once more)
 logs: $DMREPL_BUILD_DIR/vm-work/runs/<name>[-<n>]/ (console.log, out/dmesg.txt, ...)
