@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where the time of a sync write goes, stage by stage: reads an ftrace text
-dump taken while one writer wrote at queue depth 1 through a repl device in
+dump taken while one writer wrote (at any queue depth) through a repl device in
 sync mode, with the module's tracepoints (dm_repl:*), repld's trace marks
 (REPLD_TRACE_MARKS=1, tracemark.h) and the block layer's request events
 enabled, the primary and the secondary repld on the same machine.
@@ -49,7 +49,10 @@ def events(path):
 
 
 def parse(path, sec_dev, pri_dev):
-    """Per-write milestone times, keyed by the write's first record."""
+    """Per-write milestone times, keyed by the write's first record.  At
+    any queue depth: a record is known by its sequence number in the
+    module's events and the daemons' marks, by its sector in the secondary's
+    block requests."""
     writes = {}         # seq -> {milestone: t}
     pending_map = None  # the last repl_map not yet logged
     order = []          # seqs in the order they were logged
@@ -63,7 +66,7 @@ def parse(path, sec_dev, pri_dev):
                 writes[seq][milestone] = t
                 waiting[milestone].remove(seq)
 
-    rq_sec = {}
+    sector = {}         # seq -> the sector of its first record
     rq_pri = {}
     for t, kind, rest in events(path):
         if kind == 'repl_map':
@@ -74,6 +77,7 @@ def parse(path, sec_dev, pri_dev):
             kv = dict(KV.findall(rest))
             seq = int(kv['seq'])
             writes[seq] = {'logged': t}
+            sector[seq] = int(kv['sector'])
             if pending_map is not None:
                 writes[seq]['map'] = pending_map
                 pending_map = None
@@ -112,18 +116,18 @@ def parse(path, sec_dev, pri_dev):
             m = RQ.search(rest)
             if not m:
                 continue
-            dev, sector = m.group(1), int(m.group(2))
+            dev, at = m.group(1), int(m.group(2))
             if dev == sec_dev:
+                # the secondary writes the record's own sector
                 if kind == 'block_rq_issue':
-                    rq_sec[sector] = t
-                    first('issue', t, lambda s: 'recv' in writes[s])
-                elif sector in rq_sec:
-                    first('written', t, lambda s: 'issue' in writes[s])
+                    first('issue', t, lambda s: 'recv' in writes[s] and sector[s] == at)
+                else:
+                    first('written', t, lambda s: 'issue' in writes[s] and sector[s] == at)
             elif dev == pri_dev:
                 if kind == 'block_rq_issue':
-                    rq_pri[sector] = t
-                elif sector in rq_pri:
-                    local.append((t - rq_pri.pop(sector)) * 1e6)
+                    rq_pri[at] = t
+                elif at in rq_pri:
+                    local.append((t - rq_pri.pop(at)) * 1e6)
     return [writes[s] for s in order], local
 
 
