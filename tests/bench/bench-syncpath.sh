@@ -11,8 +11,9 @@
 # dm-linear, the ring alone (a consumer that acknowledges each record at
 # once, no network) and the floor of bench-repl's 4k qd1 goal.  About
 # 3 minutes.
-# Usage: tests/bench/bench-syncpath.sh [build dir]   env: RUNTIME, ROUNDS, STAGE_SECONDS (4), STAGE_QD (1), TRANSPORT
-# (plain, ktls, user), CIPHER (see guest-syncpath.sh), TCG_CPU (vm-run.sh)
+# Usage: tests/bench/bench-syncpath.sh [build dir]   env: RUNTIME, ROUNDS,
+# STAGE_SECONDS (4), STAGE_QD (1), STAGE_BS (4k), STAGE_RW (randwrite),
+# TRANSPORT (plain, ktls, user), CIPHER (see guest-syncpath.sh), TCG_CPU (vm-run.sh)
 set -euo pipefail
 # shellcheck source=tests/bench/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
@@ -21,4 +22,5 @@ bench_run --lines '^BENCH\|^SYNCPATH\|^SYNCSTAGE' --strip 's/^BENCH //; s/^SYNCP
 	--mem 3072 --disk-size 2G --timeout 600 \
 	--env RUNTIME="${RUNTIME:-8}" --env ROUNDS="${ROUNDS:-3}" --env TRANSPORT="${TRANSPORT:-plain}" \
 	--env CIPHER="${CIPHER:-aes-128-gcm}" --env STAGE_SECONDS="${STAGE_SECONDS:-4}" --env STAGE_QD="${STAGE_QD:-1}" \
+	--env STAGE_BS="${STAGE_BS:-4k}" --env STAGE_RW="${STAGE_RW:-randwrite}" \
 	"$SRC/tests/bench/guest-syncpath.sh"

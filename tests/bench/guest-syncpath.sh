@@ -7,8 +7,8 @@
 # Tracing slows every step; the shares are what the trace is for.  Then
 # STAGE_SECONDS more traced seconds, on the module's tracepoints and
 # repld's trace marks, follow each write stage by stage from its bio to its
-# completion (syncstages.py): the median and p99 of every stage, at queue
-# depth STAGE_QD (1).  Both
+# completion (syncstages.py): the median and p99 of every stage, for fio's
+# STAGE_RW (randwrite) of STAGE_BS (4k) at queue depth STAGE_QD (1).  Both
 # traces are kept in the run's out/ (syncpath.txt, syncstages.txt).
 # Then, in ROUNDS interleaved rounds: the raw disk; dm-linear over it (what
 # stacking any device-mapper target costs); the ring alone, a repl
@@ -31,14 +31,17 @@ RUNTIME=${RUNTIME:-8}
 ROUNDS=${ROUNDS:-3}
 STAGE_SECONDS=${STAGE_SECONDS:-4}
 STAGE_QD=${STAGE_QD:-1}
+STAGE_BS=${STAGE_BS:-4k}
+STAGE_RW=${STAGE_RW:-randwrite}
 T=/sys/kernel/tracing
 R=/tmp/syncpath
 mkdir -p $R
 
-# lat FILE [SECONDS [QD]] : fio 4k random writes on FILE at qd1 (or QD),
-# prints the mean latency in us
+# lat FILE [SECONDS [QD [BS [RW]]]] : fio 4k random writes on FILE at qd1
+# (or QD, BS, fio's RW), prints the mean latency in us
 lat() {
-	fio --name=qd1 --filename="$1" --rw=randwrite --bs=4k --iodepth="${3:-1}" --direct=1 \
+	fio --name=qd1 --filename="$1" --rw="${5:-randwrite}" --bs="${4:-4k}" --iodepth="${3:-1}" \
+		--direct=1 \
 		--ioengine=libaio --size=1G --runtime="${2:-$RUNTIME}" --time_based --ramp_time=1 \
 		--randrepeat=0 --eta=never --output-format=json > /tmp/qd1.json 2>/tmp/fio.err ||
 		{ cat /tmp/fio.err >&2; fail "fio on $1"; }
@@ -100,7 +103,7 @@ unset REPLD_TRACE_MARKS
 [ -d $T/events/dm_repl ] || fail "no dm_repl tracepoints in the module"
 EVENTS='dm_repl block/block_rq_issue block/block_rq_complete'
 for e in $EVENTS; do echo 1 > "$T/events/$e/enable"; done
-lat /dev/mapper/r0 $((STAGE_SECONDS + 4)) "$STAGE_QD" > /dev/null &
+lat /dev/mapper/r0 $((STAGE_SECONDS + 4)) "$STAGE_QD" "$STAGE_BS" "$STAGE_RW" > /dev/null &
 F=$!
 sleep 3; echo > $T/trace; echo 1 > $T/tracing_on; sleep "$STAGE_SECONDS"; echo 0 > $T/tracing_on
 wait $F
@@ -108,7 +111,7 @@ cat $T/trace > /tmp/syncstages.txt
 cp /tmp/syncstages.txt "$DMREPL_OUT/" || true
 for e in $EVENTS; do echo 0 > "$T/events/$e/enable"; done
 echo > $T/trace
-echo "SYNCSTAGE 4k random writes at qd$STAGE_QD, $STAGE_SECONDS s traced"
+echo "SYNCSTAGE fio $STAGE_RW, $STAGE_BS at qd$STAGE_QD, $STAGE_SECONDS s traced"
 python3 "$DMREPL_SRC_DIR/tests/bench/syncstages.py" /tmp/syncstages.txt \
 	"$(devno /dev/vdb)" "$(devno /dev/vda)" || fail "syncstages.py"
 [ "$(repl_st r0 state)" = ok ] || fail "repl device state $(repl_st r0 state) after the stages"

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Where the time of a sync write goes, stage by stage: reads an ftrace text
-dump taken while one writer wrote (at any queue depth) through a repl device in
-sync mode, with the module's tracepoints (dm_repl:*), repld's trace marks
+dump taken while one writer wrote (any size, any queue depth) through a
+repl device in sync mode, with the module's tracepoints (dm_repl:*), repld's trace marks
 (REPLD_TRACE_MARKS=1, tracemark.h) and the block layer's request events
 enabled, the primary and the secondary repld on the same machine.
 
-Each write is followed by its first record's sequence number from its bio
+Each write is followed by its records' sequence numbers from its bio
 entering the target to its completion; prints, for every stage, the median
 and the 99th percentile in microseconds over the writes seen whole, then
 the whole way, and the local write beside it.
@@ -50,11 +50,14 @@ def events(path):
 
 def parse(path, sec_dev, pri_dev):
     """Per-write milestone times, keyed by the write's first record.  At
-    any queue depth: a record is known by its sequence number in the
-    module's events and the daemons' marks, by its sector in the secondary's
-    block requests."""
+    any queue depth and size: a write of several records reaches a
+    milestone of the way there when its last record does (in the module's
+    events and the daemons' marks, by sequence number), and on the
+    secondary's disk when requests have covered all its sectors."""
     writes = {}         # seq -> {milestone: t}
-    pending_map = None  # the last repl_map not yet logged
+    last = {}           # seq -> the sequence number of the write's last record
+    span = {}           # seq -> [first sector, sectors, sectors issued, written]
+    pending_map = None  # the last repl_map not yet logged: (t, sectors)
     order = []          # seqs in the order they were logged
     waiting = {}        # milestone -> seqs logged whose milestone is still to come
     local = []          # local write times
@@ -66,30 +69,38 @@ def parse(path, sec_dev, pri_dev):
                 writes[seq][milestone] = t
                 waiting[milestone].remove(seq)
 
-    sector = {}         # seq -> the sector of its first record
+    def covered(seq, at, n, i):
+        """Count a request of n sectors at sector at towards the write."""
+        lo, size = span[seq][0], span[seq][1]
+        if lo <= at < lo + size:
+            span[seq][i] += n
+        return span[seq][i] >= size
+
     rq_pri = {}
     for t, kind, rest in events(path):
         if kind == 'repl_map':
             kv = dict(KV.findall(rest))
             if kv.get('op') == '1':
-                pending_map = t
+                pending_map = (t, int(kv['nr']))
         elif kind == 'repl_logged':
             kv = dict(KV.findall(rest))
             seq = int(kv['seq'])
             writes[seq] = {'logged': t}
-            sector[seq] = int(kv['sector'])
+            last[seq] = seq + max(1, int(kv['nr'])) - 1
+            span[seq] = [int(kv['sector']), 8, 0, 0]
             if pending_map is not None:
-                writes[seq]['map'] = pending_map
+                writes[seq]['map'] = pending_map[0]
+                span[seq][1] = pending_map[1]
                 pending_map = None
             order.append(seq)
             for m, _ in STAGES[2:]:
                 waiting.setdefault(m, []).append(seq)
         elif kind == 'repl_publish':
             prod = int(dict(KV.findall(rest))['prod'])
-            first('publish', t, lambda s: s < prod)
+            first('publish', t, lambda s: last[s] < prod)
         elif kind == 'repl_ack':
             ack = int(dict(KV.findall(rest))['ack'])
-            first('kack', t, lambda s: s < ack)
+            first('kack', t, lambda s: last[s] < ack)
         elif kind == 'repl_complete':
             seq = int(dict(KV.findall(rest))['seq'])
             first('complete', t, lambda s: s == seq)
@@ -104,25 +115,25 @@ def parse(path, sec_dev, pri_dev):
             elif step in ('read', 'sent', 'recv'):
                 if step == 'read':
                     # repld was awake already: no wake-up for it
-                    first('wake', t, lambda s: s == n)
-                first(step, t, lambda s: s == n)
+                    first('wake', t, lambda s: s <= n <= last[s])
+                first(step, t, lambda s: last[s] == n)
             elif step == 'reaped':
                 first('reaped', t, lambda s: 'written' in writes[s])
             elif step == 'acksent':
-                first('acksent', t, lambda s: s < n)
+                first('acksent', t, lambda s: last[s] < n)
             elif step == 'ack':
-                first('ackread', t, lambda s: s < n)
+                first('ackread', t, lambda s: last[s] < n)
         elif kind in ('block_rq_issue', 'block_rq_complete'):
             m = RQ.search(rest)
             if not m:
                 continue
-            dev, at = m.group(1), int(m.group(2))
+            dev, at, n = m.group(1), int(m.group(2)), int(m.group(3))
             if dev == sec_dev:
-                # the secondary writes the record's own sector
+                # the secondary writes the records' own sectors
                 if kind == 'block_rq_issue':
-                    first('issue', t, lambda s: 'recv' in writes[s] and sector[s] == at)
+                    first('issue', t, lambda s: 'recv' in writes[s] and covered(s, at, n, 2))
                 else:
-                    first('written', t, lambda s: 'issue' in writes[s] and sector[s] == at)
+                    first('written', t, lambda s: 'issue' in writes[s] and covered(s, at, n, 3))
             elif dev == pri_dev:
                 if kind == 'block_rq_issue':
                     rq_pri[at] = t
