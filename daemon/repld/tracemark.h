@@ -3,7 +3,7 @@
  * Trace marks, for the benchmarks: with REPLD_TRACE_MARKS=1 in its
  * environment, repld writes one line for each step of a record into the
  * kernel's trace buffer (tracefs' trace_marker), beside the module's
- * tracepoints and on their clock, so that tests/bench/syncpath.py can
+ * tracepoints and on their clock, so that tests/bench/syncstages.py can
  * follow a write from its bio to its completion.  The lines: "repld P
  * wake", "repld P read SEQ", "repld P sent SEQ", "repld P ack WRITTEN" on
  * the primary; "repld S recv SEQ", "repld S reaped" (the write engine ran: it
