@@ -70,10 +70,10 @@ def parse(path, sec_dev, pri_dev):
                 waiting[milestone].remove(seq)
 
     def covered(seq, at, n, i):
-        """Count a request of n sectors at sector at towards the write."""
+        """Count what a request of n sectors at sector at has of the write
+        (the block layer merges and splits: by overlap)."""
         lo, size = span[seq][0], span[seq][1]
-        if lo <= at < lo + size:
-            span[seq][i] += n
+        span[seq][i] += max(0, min(at + n, lo + size) - max(at, lo))
         return span[seq][i] >= size
 
     rq_pri = {}
@@ -129,11 +129,13 @@ def parse(path, sec_dev, pri_dev):
                 continue
             dev, at, n = m.group(1), int(m.group(2)), int(m.group(3))
             if dev == sec_dev:
-                # the secondary writes the records' own sectors
+                # the secondary writes the records' own sectors, a record
+                # as soon as it has it: the write's first ones may be on
+                # the disk before its last one came in
                 if kind == 'block_rq_issue':
-                    first('issue', t, lambda s: 'recv' in writes[s] and covered(s, at, n, 2))
+                    first('issue', t, lambda s: covered(s, at, n, 2))
                 else:
-                    first('written', t, lambda s: 'issue' in writes[s] and covered(s, at, n, 3))
+                    first('written', t, lambda s: covered(s, at, n, 3))
             elif dev == pri_dev:
                 if kind == 'block_rq_issue':
                     rq_pri[at] = t
