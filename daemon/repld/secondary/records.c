@@ -440,15 +440,20 @@ static void records_data(struct secondary *s, struct conn *c, const struct wire_
 
 /*
  * The Data frame: decoded, applied, and handed to the disk every
- * CONN_ISSUE_BYTES, not only once the socket is drained.
+ * CONN_ISSUE_BYTES, not only once the socket is drained; what that run of
+ * the engine found written is acknowledged at once, as a sync primary
+ * holds its writers until then (frames_read() may go on reading for up to
+ * CONN_READ_MS).
  */
 bool records_frame_data(struct secondary *s, struct conn *c, struct wire_msg *msg)
 {
 	if (records_unzstd(s, c, msg) < 0)
 		return true;
 	records_data(s, c, msg);
-	if (s->conn == c && (c->unissued += msg->payload_len) >= CONN_ISSUE_BYTES)
+	if (s->conn == c && (c->unissued += msg->payload_len) >= CONN_ISSUE_BYTES) {
 		records_apply(s);
+		records_send_ack(s);
+	}
 	return true;
 }
 
