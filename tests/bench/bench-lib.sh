@@ -73,7 +73,7 @@ throttle_serve() {
 # read of which is a trip into QEMU under its global lock: a
 # clock_gettime() becomes a system call of about 0.9 us, and the kernel's
 # own clock reads (TCP, the block layer) slow down with it.  A server
-# reads its TSC, in user space too (2026-12-07-bench-syncpath-stages).
+# reads its TSC, in user space too (docs/bench/README.md, the setup).
 # BENCH_DRY_RUN=1 prints the vm-run.sh command line (env and arguments,
 # shell-quoted) instead of running it.
 bench_run() {
