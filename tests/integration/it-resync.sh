@@ -25,7 +25,10 @@ secondary_stop beta
 # --- 2. bitmap resync of unlogged writes
 rm -f alpha.img beta.img state-beta/r0.state state-beta/r0.gens state-alpha/r0.gens
 secondary beta
-primary_config beta:async
+# beta holds the ring however slow it is (no pull-ahead on congestion: a
+# beta late by half the ring on a loaded machine would otherwise be resynced
+# every write after it, and this part is about the unlogged ones)
+CONGESTION_FILL_PCT=0 primary_config beta:async
 "$SIM" -c alpha.conf --dev alpha.img --seed 22 --count 800 --max-kb 64 --gap-at 400 \
 	--unlogged 60 --rate-ms 1 > sim.out 2>&1 || { cat sim.out; fail "sim primary failed"; }
 grep -q "ring overflowed (GAP at record" sim.out || fail "no GAP"
@@ -35,7 +38,7 @@ grep -q "peer beta: bitmap resync of [1-9][0-9]* MiB starts" sim.out ||
 grep -q "peer beta: bitmap resync done" sim.out || { cat sim.out; fail "bitmap resync did not finish"; }
 sent=$(sed -n 's/.*bitmap resync done: .* \([0-9]*\) KiB sent as resync blocks/\1/p' sim.out | tail -n 1)
 # 60 writes of at most 64 KiB touch at most 120 regions of 64 KiB
-[ "${sent:-0}" -gt 0 ] && [ "$sent" -le $((120 * 64)) ] || fail "resync sent $sent KiB"
+[ "${sent:-0}" -gt 0 ] && [ "$sent" -le $((120 * 64)) ] || { cat sim.out; fail "resync sent $sent KiB"; }
 same_as_primary beta
 grep -q "consistent 1" state-beta/r0.state || fail "beta not consistent again"
 pass "bitmap resync of the unlogged writes ($sent KiB), byte-equal"

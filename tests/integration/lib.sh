@@ -112,7 +112,8 @@ primary_config() {
 		ring-size-mb="${RING_MB:-16}" keepalive-ms=200 peer-timeout-ms=2000 \
 		reconnect-min-ms=50 reconnect-max-ms=500 initial-sync="${INITIAL_SYNC:-skip}" \
 		resync-checksums="${RESYNC_CHECKSUMS:-false}" resync-rate-mb="${RESYNC_RATE_MB:-0}" \
-		resync-min-rate-mb="${RESYNC_MIN_RATE_MB:-8}" "${peers[@]}"
+		resync-min-rate-mb="${RESYNC_MIN_RATE_MB:-8}" \
+		congestion-fill-pct="${CONGESTION_FILL_PCT:-50}" "${peers[@]}"
 }
 
 # same_as_primary NAME... : device files equal to the primary's
