@@ -18,6 +18,13 @@ set -euo pipefail
 # shellcheck source=tests/bench/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
 bench_build "${1:-}"
+# the resync part's marks (RESYNC_MB written twice) must overflow the ring,
+# or the peer resumes from it and no bitmap resync happens
+case " ${PARTS:-resync} " in
+*" resync "*)
+	[ $((2 * ${RESYNC_MB:-512})) -gt "${RING_MB:-768}" ] ||
+		{ echo "bench-wan: twice RESYNC_MB (${RESYNC_MB:-512}) must exceed RING_MB (${RING_MB:-768}) for a bitmap resync" >&2; exit 1; } ;;
+esac
 bench_run wan 5 --mem 3072 --disk-size 2G --timeout 7200 \
 	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
 	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
