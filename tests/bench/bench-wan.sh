@@ -12,6 +12,7 @@
 #      PARTS ("replay replay-disk zstd resync") PROFILE (0) DIRTY_BG_MB (16)
 #      RS_RATE_MB (0: the controller; N: a fixed resync rate) RS_LINK (1gbit)
 #      RS_DISK_MB (0: none; else the resync part's disks, MB/s of writes)
+#      RS_MIN_MB (repld's default: resync-min-rate-mb, the controller's floor)
 #      DISK_MB (the replay-disk part's disks, MB/s of writes; default twice
 #      the link's TCP rate)
 set -euo pipefail
@@ -30,5 +31,5 @@ bench_run wan 5 --mem 3072 --disk-size 2G --timeout 7200 \
 	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
 	--env PARTS="${PARTS:-replay replay-disk zstd resync}" --env PROFILE="${PROFILE:-0}" \
 	--env DIRTY_BG_MB="${DIRTY_BG_MB:-16}" --env RS_RATE_MB="${RS_RATE_MB:-0}" \
-	--env RS_LINK="${RS_LINK:-1gbit}" --env RS_DISK_MB="${RS_DISK_MB:-0}" --env DISK_MB="${DISK_MB:-}" \
+	--env RS_LINK="${RS_LINK:-1gbit}" --env RS_DISK_MB="${RS_DISK_MB:-0}" --env RS_MIN_MB="${RS_MIN_MB:-}" --env DISK_MB="${DISK_MB:-}" \
 	"$SRC/tests/bench/guest-wan.sh"
