@@ -131,17 +131,34 @@ uint64_t rsctl_rate(struct rsctl *c, uint64_t now_ms)
 	return c->rate;
 }
 
+/*
+ * The queue part of what may be ahead of a record: RSCTL_AHEAD_MS of the
+ * rate, but no more than the resync sends in RSCTL_AHEAD_BASE_PCT % of
+ * the records' least latency, so that on a slow link a record does not
+ * wait behind a queue longer than a share of its own latency.
+ */
+static uint64_t rsctl_queue_bytes(const struct rsctl *c)
+{
+	uint64_t q = c->rate / 1000 * RSCTL_AHEAD_MS, base = rsctl_base_us(c), b;
+
+	if (base == UINT64_MAX)
+		return q;		/* no records to judge by */
+	b = c->rate / 1000000 * base * RSCTL_AHEAD_BASE_PCT / 100;
+	return q < b ? q : b;
+}
+
 uint64_t rsctl_ahead_max(const struct rsctl *c)
 {
-	/* rtt_us: TCP's, below a second */
-	uint64_t a = c->rate / 1000 * RSCTL_AHEAD_MS + c->rate / 1000000 * c->rtt_us;
+	/* rtt_us: TCP's, below a second; what the link's round trip holds
+	 * at the rate is on its way, not a queue */
+	uint64_t a = rsctl_queue_bytes(c) + c->rate / 1000000 * c->rtt_us;
 
 	return a > RSCTL_AHEAD_MIN ? a : RSCTL_AHEAD_MIN;
 }
 
 uint32_t rsctl_unit_sectors(const struct rsctl *c)
 {
-	uint64_t b = c->rate / 1000 * RSCTL_AHEAD_MS;
+	uint64_t b = rsctl_queue_bytes(c);
 
 	if (b < RSCTL_UNIT_MIN)
 		b = RSCTL_UNIT_MIN;

@@ -29,9 +29,12 @@
  * as with DRBD's c-min-rate) and the cap (resync-rate-mb), the floor
  * never above the cap.  From the rate follow how much the resync may have
  * queued ahead of the next record, in the link's queues included, and how
- * large its units are: RSCTL_AHEAD_MS of the rate plus what the link's
- * least round trip holds at that rate (rsctl_set_rtt()), so that a record
- * waits about RSCTL_AHEAD_MS at most behind resync data.
+ * large its units are: a queue of RSCTL_AHEAD_MS of the rate, but at most
+ * what the rate sends in RSCTL_AHEAD_BASE_PCT % of the base (on a slow
+ * link 5 ms of resync data is several records' worth of waiting), plus
+ * what the link's least round trip holds at that rate (rsctl_set_rtt():
+ * on its way, not queued); units are the queue's size, within
+ * RSCTL_UNIT_MIN and RSCTL_UNIT_MAX.
  */
 #ifndef REPL_RSCTL_H
 #define REPL_RSCTL_H
@@ -50,8 +53,9 @@
 #define RSCTL_RATE_MAX		(16ULL << 30)
 #define RSCTL_GROW		(1ULL << 20)
 #define RSCTL_AHEAD_MS		5U
-#define RSCTL_AHEAD_MIN		(64ULL << 10)		/* bytes */
-#define RSCTL_UNIT_MIN		(64U << 10)
+#define RSCTL_AHEAD_BASE_PCT	40U
+#define RSCTL_AHEAD_MIN		(16ULL << 10)		/* bytes */
+#define RSCTL_UNIT_MIN		(16U << 10)
 #define RSCTL_UNIT_MAX		(1U << 20)
 
 struct rsctl {

@@ -212,6 +212,8 @@ static void test_floor_units(struct rsctl *c, uint64_t *t)
 	rsctl_set_bounds(c, 16, 4);
 	CHECK(c->rate == 4ULL << 20 && c->floor == 4ULL << 20, "a floor above the cap: %llu",
 	      (unsigned long long)c->rate);
+	/* no records seen: nothing bounds the queue but RSCTL_AHEAD_MS */
+	rsctl_init(c, *t);
 	rsctl_set_bounds(c, 1, 0);
 	c->rate = 100ULL << 20;
 	CHECK(rsctl_unit_sectors(c) == (100ULL << 20) / 1000 * RSCTL_AHEAD_MS / 4096 * 8,
@@ -225,6 +227,33 @@ static void test_floor_units(struct rsctl *c, uint64_t *t)
 	rsctl_set_rtt(c, 0);
 	c->rate = RSCTL_RATE_MAX;
 	CHECK(rsctl_unit_sectors(c) == RSCTL_UNIT_MAX >> 9, "unit at most 1 MiB");
+
+	/* records of 1 ms at least: the queue is what the rate sends in
+	 * RSCTL_AHEAD_BASE_PCT % of it, the round trip's share comes on top */
+	rsctl_sample(c, *t, 1000);
+	c->rate = 100ULL << 20;
+	CHECK(rsctl_ahead_max(c) == (100ULL << 20) / 1000000 * 1000 * RSCTL_AHEAD_BASE_PCT / 100,
+	      "ahead at 100 MiB/s, records of 1 ms: %llu", (unsigned long long)rsctl_ahead_max(c));
+	CHECK(rsctl_unit_sectors(c) ==
+	      (100ULL << 20) / 1000000 * 1000 * RSCTL_AHEAD_BASE_PCT / 100 / 4096 * 8,
+	      "unit at 100 MiB/s, records of 1 ms: %u", rsctl_unit_sectors(c));
+	rsctl_set_rtt(c, 10000);
+	CHECK(rsctl_ahead_max(c) == (100ULL << 20) / 1000000 * 1000 * RSCTL_AHEAD_BASE_PCT / 100 +
+	      (100ULL << 20) / 1000000 * 10000, "and 10 ms of round trip: %llu",
+	      (unsigned long long)rsctl_ahead_max(c));
+	rsctl_set_rtt(c, 0);
+	/* a slow rate: the floors */
+	c->rate = 1ULL << 20;
+	CHECK(rsctl_ahead_max(c) == RSCTL_AHEAD_MIN, "ahead at 1 MiB/s: %llu",
+	      (unsigned long long)rsctl_ahead_max(c));
+	CHECK(rsctl_unit_sectors(c) == RSCTL_UNIT_MIN >> 9, "unit at 1 MiB/s: %u",
+	      rsctl_unit_sectors(c));
+	/* records of 100 ms (a long link): 5 ms of the rate bounds it */
+	rsctl_init(c, *t);
+	rsctl_sample(c, *t, 100000);
+	c->rate = 100ULL << 20;
+	CHECK(rsctl_ahead_max(c) == (100ULL << 20) / 1000 * RSCTL_AHEAD_MS,
+	      "ahead at 100 MiB/s, records of 100 ms: %llu", (unsigned long long)rsctl_ahead_max(c));
 }
 
 int main(void)
@@ -243,7 +272,7 @@ int main(void)
 	test_base(&c, &t);
 	test_cap(&c, &t);
 	test_floor_units(&c, &t);
-	printf("rsctl: doubles while nothing waits, grows by 1/8 within the slack, drops to %u %% when records wait or one is stuck, holds when held back, floor, cap, a base that rises slowly: ok\n",
+	printf("rsctl: doubles while nothing waits, grows by 1/8 within the slack, drops to %u %% when records wait or one is stuck, holds when held back, floor, cap, a base that rises slowly, a queue within a share of the base: ok\n",
 	       RSCTL_DROP_PCT);
 	return 0;
 }
