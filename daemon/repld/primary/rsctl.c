@@ -135,15 +135,20 @@ uint64_t rsctl_rate(struct rsctl *c, uint64_t now_ms)
  * The queue part of what may be ahead of a record: RSCTL_AHEAD_MS of the
  * rate, but no more than the resync sends in RSCTL_AHEAD_BASE_PCT % of
  * the records' least latency, so that on a slow link a record does not
- * wait behind a queue longer than a share of its own latency.
+ * wait behind a queue longer than a share of its own latency; never less
+ * than RSCTL_AHEAD_MS of the floor, which a resync keeps whatever the
+ * records see (a smaller queue would hold it below).
  */
 static uint64_t rsctl_queue_bytes(const struct rsctl *c)
 {
 	uint64_t q = c->rate / 1000 * RSCTL_AHEAD_MS, base = rsctl_base_us(c), b;
+	uint64_t f = c->floor / 1000 * RSCTL_AHEAD_MS;
 
 	if (base == UINT64_MAX)
 		return q;		/* no records to judge by */
 	b = c->rate / 1000000 * base * RSCTL_AHEAD_BASE_PCT / 100;
+	if (b < f)
+		b = f;
 	return q < b ? q : b;
 }
 

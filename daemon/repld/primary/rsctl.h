@@ -31,7 +31,8 @@
  * queued ahead of the next record, in the link's queues included, and how
  * large its units are: a queue of RSCTL_AHEAD_MS of the rate, but at most
  * what the rate sends in RSCTL_AHEAD_BASE_PCT % of the base (on a slow
- * link 5 ms of resync data is several records' worth of waiting), plus
+ * link 5 ms of resync data is several records' worth of waiting) and no
+ * less than RSCTL_AHEAD_MS of the floor (or the floor would not hold), plus
  * what the link's least round trip holds at that rate (rsctl_set_rtt():
  * on its way, not queued); units are the queue's size, within
  * RSCTL_UNIT_MIN and RSCTL_UNIT_MAX.

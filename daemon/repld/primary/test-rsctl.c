@@ -248,6 +248,14 @@ static void test_floor_units(struct rsctl *c, uint64_t *t)
 	      (unsigned long long)rsctl_ahead_max(c));
 	CHECK(rsctl_unit_sectors(c) == RSCTL_UNIT_MIN >> 9, "unit at 1 MiB/s: %u",
 	      rsctl_unit_sectors(c));
+	/* the floor keeps the queue it needs: 5 ms of it */
+	rsctl_set_bounds(c, 8, 0);
+	c->rate = 8ULL << 20;
+	CHECK(rsctl_ahead_max(c) == (8ULL << 20) / 1000 * RSCTL_AHEAD_MS,
+	      "ahead at a floor of 8 MiB/s: %llu", (unsigned long long)rsctl_ahead_max(c));
+	c->rate = 200ULL << 20;
+	CHECK(rsctl_ahead_max(c) == (200ULL << 20) / 1000000 * 1000 * RSCTL_AHEAD_BASE_PCT / 100,
+	      "above the floor, the base's share: %llu", (unsigned long long)rsctl_ahead_max(c));
 	/* records of 100 ms (a long link): 5 ms of the rate bounds it */
 	rsctl_init(c, *t);
 	rsctl_sample(c, *t, 100000);
