@@ -19,17 +19,20 @@ set -euo pipefail
 # shellcheck source=tests/bench/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
 bench_build "${1:-}"
+PARTS=${PARTS:-replay replay-disk zstd resync}
+RESYNC_MB=${RESYNC_MB:-512}
+RING_MB=${RING_MB:-768}
 # the resync part's marks (RESYNC_MB written twice) must overflow the ring,
 # or the peer resumes from it and no bitmap resync happens
-case " ${PARTS:-resync} " in
+case " $PARTS " in
 *" resync "*)
-	[ $((2 * ${RESYNC_MB:-512})) -gt "${RING_MB:-768}" ] ||
-		{ echo "bench-wan: twice RESYNC_MB (${RESYNC_MB:-512}) must exceed RING_MB (${RING_MB:-768}) for a bitmap resync" >&2; exit 1; } ;;
+	[ $((2 * RESYNC_MB)) -gt "$RING_MB" ] ||
+		{ echo "bench-wan: twice RESYNC_MB ($RESYNC_MB) must exceed RING_MB ($RING_MB) for a bitmap resync" >&2; exit 1; } ;;
 esac
 bench_run wan 5 --mem 3072 --disk-size 2G --timeout 7200 \
 	--env TOTAL_MB="${TOTAL_MB:-480}" --env BURST_MB="${BURST_MB:-256}" \
-	--env RESYNC_MB="${RESYNC_MB:-512}" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="${RING_MB:-768}" \
-	--env PARTS="${PARTS:-replay replay-disk zstd resync}" --env PROFILE="${PROFILE:-0}" \
+	--env RESYNC_MB="$RESYNC_MB" --env LOAD_S="${LOAD_S:-20}" --env RING_MB="$RING_MB" \
+	--env PARTS="$PARTS" --env PROFILE="${PROFILE:-0}" \
 	--env DIRTY_BG_MB="${DIRTY_BG_MB:-16}" --env RS_RATE_MB="${RS_RATE_MB:-0}" \
 	--env RS_LINK="${RS_LINK:-1gbit}" --env RS_DISK_MB="${RS_DISK_MB:-0}" --env RS_MIN_MB="${RS_MIN_MB:-}" --env DISK_MB="${DISK_MB:-}" \
 	"$SRC/tests/bench/guest-wan.sh"

@@ -46,7 +46,7 @@
 #      RS_RATE_MB (default 0: the controller; else the resync's fixed rate),
 #      RS_LINK (default 1gbit: the resync part's link, a tc rate),
 #      RS_MIN_MB (default: repld's resync-min-rate-mb; the controller's
-#      floor), RS_DISK_MB (default 0: none; else every disk's writes throttled to
+#      floor, unless RS_RATE_MB fixes the rate), RS_DISK_MB (default 0: none; else every disk's writes throttled to
 #      that many MB/s for the resync part)
 # shellcheck disable=SC1091
 . "$DMREPL_SRC_DIR/tests/vm/guest-lib.sh"
@@ -66,11 +66,15 @@ DISK_MB=${DISK_MB:-}
 RS_RATE_MB=${RS_RATE_MB:-0}
 RS_LINK=${RS_LINK:-1gbit}
 RS_DISK_MB=${RS_DISK_MB:-0}
-# a fixed resync rate instead of the controller's (to see what a rate costs)
 RS_MIN_MB=${RS_MIN_MB:-}
+# a fixed resync rate instead of the controller's (to see what a rate
+# costs), or the controller's floor
 RS_CONF=""
-[ "$RS_RATE_MB" = 0 ] || RS_CONF="resync-rate-mb=$RS_RATE_MB resync-min-rate-mb=$RS_RATE_MB"
-[ -z "$RS_MIN_MB" ] || RS_CONF="$RS_CONF resync-min-rate-mb=$RS_MIN_MB"
+if [ "$RS_RATE_MB" != 0 ]; then
+	RS_CONF="resync-rate-mb=$RS_RATE_MB resync-min-rate-mb=$RS_RATE_MB"
+elif [ -n "$RS_MIN_MB" ]; then
+	RS_CONF="resync-min-rate-mb=$RS_MIN_MB"
+fi
 # on the run's share: repld's logs outlive the guest (vm-work/runs/bench-wan/out)
 R=/srv/bench
 mkdir -p $R
